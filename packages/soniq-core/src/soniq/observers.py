@@ -1,0 +1,182 @@
+"""The observer protocol: every worker transition, nack and job start/end.
+
+Observers are found in the ``soniq.observers`` entry-point group (the entry is
+a factory called with the app's `Settings`) or added with `Soniq.add_observer`.
+Hooks run on the worker's event loop, inside the job's task for job hooks, so
+an observer may set context variables in `on_job_start` that the handler sees
+and reset them in `on_job_end`. A hook that raises is logged and ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from soniq.records import JobRecord
+from soniq.worker.state import WorkerState
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownInfo:
+    """What was in force when a shutdown began."""
+
+    trigger: str
+    """The signal name (``SIGTERM``, ``SIGINT``) or ``run_once`` / ``stop``."""
+    shutdown_timeout: float
+    sync_handler_grace_seconds: float
+    job_timeout: float | None
+    prefetch_release_timeout: float
+    in_flight_async: int
+    in_flight_sync: int
+    prefetched: int
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionEvent:
+    worker_id: str
+    from_state: WorkerState
+    to_state: WorkerState
+    at: float
+    """`time.time()` of the transition."""
+    shutdown: ShutdownInfo | None = None
+    reason: str = ""
+    nacked_job_ids: tuple[str, ...] = ()
+    """On the transition out of FORCE_TIMEOUT_PATH, and at STOPPED: every job nack'd so far."""
+    waiting_threads: tuple[str, ...] = ()
+    """Entering WAIT_FOR_THREAD: the ids of the jobs whose sync threads are awaited."""
+
+
+@dataclass(frozen=True, slots=True)
+class NackEvent:
+    worker_id: str
+    job_id: str
+    job_name: str
+    queue: str
+    reason: str
+    """``shutdown_timeout`` or ``prefetch_release``."""
+    written: bool
+    """False when the store could not be reached or the row was no longer ours."""
+    at: float
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ShutdownNotice:
+    """A moment inside a state that is not a transition (e.g. the sync grace expiring)."""
+
+    worker_id: str
+    state: WorkerState
+    name: str
+    at: float
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class JobStartEvent:
+    worker_id: str
+    job: JobRecord
+    handler_kind: str
+    """``async`` or ``sync``."""
+    attempt: int
+    """1-based number of this run among the runs that count."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobEndEvent:
+    worker_id: str
+    job: JobRecord
+    handler_kind: str
+    attempt: int
+    outcome: str
+    """``done``, ``retry``, ``dead_letter``, ``snoozed``, ``nacked``, ``timeout_retry`` or ``lost``."""
+    duration: float
+    error: BaseException | None = None
+    error_text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueEvent:
+    job_id: str
+    job_name: str
+    queue: str
+
+
+@runtime_checkable
+class Observer(Protocol):
+    def on_transition(self, event: TransitionEvent) -> None: ...
+
+    def on_shutdown_notice(self, event: ShutdownNotice) -> None: ...
+
+    def on_nack(self, event: NackEvent) -> None: ...
+
+    def on_job_start(self, event: JobStartEvent) -> None: ...
+
+    def on_job_end(self, event: JobEndEvent) -> None: ...
+
+    def on_enqueue(self, event: EnqueueEvent) -> Mapping[str, str] | None:
+        """Called before the insert; returned entries are stored in the row's
+        `trace_context` and handed back at processing."""
+
+    def on_enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None: ...
+
+    def on_worker_stopped(self, worker_id: str) -> None:
+        """Last call before the worker returns: flush anything buffered."""
+
+
+class BaseObserver:
+    """No-op implementations of every hook; subclass and override what you need."""
+
+    def on_transition(self, event: TransitionEvent) -> None:
+        return None
+
+    def on_shutdown_notice(self, event: ShutdownNotice) -> None:
+        return None
+
+    def on_nack(self, event: NackEvent) -> None:
+        return None
+
+    def on_job_start(self, event: JobStartEvent) -> None:
+        return None
+
+    def on_job_end(self, event: JobEndEvent) -> None:
+        return None
+
+    def on_enqueue(self, event: EnqueueEvent) -> Mapping[str, str] | None:
+        return None
+
+    def on_enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None:
+        return None
+
+    def on_worker_stopped(self, worker_id: str) -> None:
+        return None
+
+
+class RecordingObserver(BaseObserver):
+    """Keeps every event in order, for tests."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+
+    def on_transition(self, event: TransitionEvent) -> None:
+        self.events.append(event)
+
+    def on_shutdown_notice(self, event: ShutdownNotice) -> None:
+        self.events.append(event)
+
+    def on_nack(self, event: NackEvent) -> None:
+        self.events.append(event)
+
+    def on_job_start(self, event: JobStartEvent) -> None:
+        self.events.append(event)
+
+    def on_job_end(self, event: JobEndEvent) -> None:
+        self.events.append(event)
+
+    @property
+    def transitions(self) -> list[TransitionEvent]:
+        return [e for e in self.events if isinstance(e, TransitionEvent)]
+
+    @property
+    def nacks(self) -> list[NackEvent]:
+        return [e for e in self.events if isinstance(e, NackEvent)]

@@ -1,0 +1,177 @@
+"""Frozen value types exchanged between core and backends.
+
+Backends return these, never driver rows, so that core and every backend
+agree on one shape. Timestamps are timezone-aware UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+
+class JobStatus(str, enum.Enum):
+    """The only four values a `soniq_jobs.status` may hold."""
+
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    DONE = "done"
+    CANCELLED = "cancelled"
+
+
+class WorkerStatus(str, enum.Enum):
+    ACTIVE = "active"
+    STOPPING = "stopping"
+    STOPPED = "stopped"
+
+
+class StaleJobPolicy(str, enum.Enum):
+    """What stale recovery does with a row whose handler had started."""
+
+    REQUEUE = "requeue"
+    DEAD_LETTER = "dead_letter"
+
+
+class DeadLetterReason(str, enum.Enum):
+    """Why a row moved to `soniq_dead_letter_jobs`."""
+
+    MAX_ATTEMPTS = "max_attempts"
+    UNKNOWN_JOB = "unknown_job"
+    ZOMBIE = "zombie"
+    WORKER_LOST = "worker_lost"
+    NON_RETRYABLE = "non_retryable"
+
+
+QUEUE_STATS_KEYS: tuple[str, ...] = (
+    "total",
+    "queued",
+    "processing",
+    "done",
+    "dead_letter",
+    "cancelled",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A job about to be inserted. Core fills every field; the backend stores them as given."""
+
+    id: str
+    job_name: str
+    args: Mapping[str, Any]
+    queue: str
+    priority: int
+    scheduled_at: datetime
+    max_attempts: int
+    trace_context: Mapping[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """One `soniq_jobs` row.
+
+    `started_at` is set when the row's handler started (or, when the worker
+    needs no distinction, at claim time); stale recovery reads it to tell a
+    row that never ran user code from one that may have side effects.
+    """
+
+    id: str
+    job_name: str
+    args: Mapping[str, Any]
+    status: JobStatus
+    attempts: int
+    max_attempts: int
+    queue: str
+    priority: int
+    scheduled_at: datetime
+    last_error: str | None
+    worker_id: str | None
+    result: Any
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    trace_context: Mapping[str, str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["status"] = self.status.value
+        data["args"] = dict(self.args)
+        data["trace_context"] = dict(self.trace_context) if self.trace_context else None
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterRecord:
+    """One `soniq_dead_letter_jobs` row; `id` is the original job's id."""
+
+    id: str
+    job_name: str
+    args: Mapping[str, Any]
+    queue: str
+    attempts: int
+    last_error: str | None
+    dead_letter_reason: str
+    moved_to_dead_letter_at: datetime
+    resurrection_count: int = 0
+    last_resurrection_at: datetime | None = None
+    max_attempts: int = 1
+    priority: int = 100
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["args"] = dict(self.args)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """A worker process as it registers itself in `soniq_workers`."""
+
+    id: str
+    hostname: str
+    pid: int
+    queues: tuple[str, ...] | None
+    concurrency: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerRecord:
+    """One `soniq_workers` row."""
+
+    id: str
+    hostname: str
+    pid: int
+    queues: tuple[str, ...] | None
+    concurrency: int
+    status: WorkerStatus
+    last_heartbeat: datetime
+    started_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryResult:
+    """What one stale-worker sweep did."""
+
+    stale_workers: tuple[str, ...] = ()
+    requeued: tuple[str, ...] = ()
+    dead_lettered: tuple[str, ...] = ()
+    skipped: bool = False
+    """True when another process held the sweep lock and this call did nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStats:
+    """Counts by state; `total` is the sum of the other five."""
+
+    total: int = 0
+    queued: int = 0
+    processing: int = 0
+    done: int = 0
+    dead_letter: int = 0
+    cancelled: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        return {key: int(getattr(self, key)) for key in QUEUE_STATS_KEYS}

@@ -1,0 +1,33 @@
+"""The worker's shutdown states and the transitions the seed contract allows."""
+
+from __future__ import annotations
+
+import enum
+
+
+class WorkerState(str, enum.Enum):
+    """Exactly the states of the shutdown contract's diagram."""
+
+    RUNNING = "RUNNING"
+    DRAINING = "DRAINING"
+    FORCE_TIMEOUT_PATH = "FORCE_TIMEOUT_PATH"
+    WAIT_FOR_THREAD = "WAIT_FOR_THREAD"
+    STOPPED = "STOPPED"
+
+
+ALLOWED_TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
+    WorkerState.RUNNING: frozenset({WorkerState.DRAINING}),
+    WorkerState.DRAINING: frozenset({WorkerState.STOPPED, WorkerState.FORCE_TIMEOUT_PATH}),
+    WorkerState.FORCE_TIMEOUT_PATH: frozenset({WorkerState.STOPPED, WorkerState.WAIT_FOR_THREAD}),
+    WorkerState.WAIT_FOR_THREAD: frozenset({WorkerState.STOPPED}),
+    WorkerState.STOPPED: frozenset(),
+}
+
+
+class IllegalTransitionError(RuntimeError):
+    """A transition the diagram does not have; always a bug in the worker."""
+
+
+def check_transition(current: WorkerState, target: WorkerState) -> None:
+    if target not in ALLOWED_TRANSITIONS[current]:
+        raise IllegalTransitionError(f"{current.value} -> {target.value} is not in the shutdown diagram")
