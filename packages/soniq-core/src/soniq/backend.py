@@ -138,9 +138,7 @@ class Backend(Protocol):
     async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
         """``status = 'done'``, store the JSON `result`, ``worker_id = NULL``. Fenced."""
 
-    async def retry_job(
-        self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime
-    ) -> bool:
+    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
         """A failed run: ``attempts += 1``, ``last_error = error``, back to `queued`
         at `scheduled_at`, ``worker_id = NULL``, ``started_at = NULL``. Fenced."""
 
@@ -148,9 +146,7 @@ class Backend(Protocol):
         """The handler asked to run later: back to `queued` at `scheduled_at`,
         ``worker_id = NULL``; `attempts` and `last_error` untouched. Fenced."""
 
-    async def dead_letter_job(
-        self, *, job_id: str, worker_id: str, error: str, reason: str
-    ) -> bool:
+    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
         """A run that ends the job: ``attempts += 1``, then in one transaction
         delete the `soniq_jobs` row and insert its `soniq_dead_letter_jobs` row
         with `last_error = error` and `dead_letter_reason = reason`. Fenced."""
@@ -175,9 +171,7 @@ class Backend(Protocol):
     async def list_workers(self) -> list[WorkerRecord]:
         """Every registered worker row."""
 
-    async def recover_stale_workers(
-        self, *, heartbeat_timeout: float, policy: StaleJobPolicy
-    ) -> RecoveryResult:
+    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
         """One stale-worker sweep, using the store's clock.
 
         A worker is stale when it is `active` or `stopping` and its
@@ -221,9 +215,7 @@ class Backend(Protocol):
     async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
         """One dead-letter row by its original job id."""
 
-    async def replay_dead_letter(
-        self, *, job_id: str, new_job_id: str, scheduled_at: datetime
-    ) -> str | None:
+    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
         """In one transaction insert a fresh `queued` row with id `new_job_id`
         (same name, args, queue, priority and `max_attempts`, ``attempts = 0``)
         and on the dead-letter row ``resurrection_count += 1`` and
@@ -232,4 +224,3 @@ class Backend(Protocol):
 
     async def purge_dead_letter(self, *, job_id: str) -> bool:
         """Delete the dead-letter row. False when there was none."""
-

@@ -96,7 +96,7 @@ def backend_class_for(url: str) -> Any:
         if ep.name == scheme:
             try:
                 return ep.load()
-            except ImportError as exc:
+            except (ImportError, AttributeError) as exc:
                 raise BackendLoadError(
                     f"the backend for scheme '{scheme}' ({ep.value}) failed to import: {exc}"
                 ) from exc
@@ -132,6 +132,6 @@ def load_observer_factories(selected: tuple[str, ...] | None) -> list[tuple[str,
             )
         try:
             loaded.append((name, ep.load()))
-        except ImportError as exc:
+        except (ImportError, AttributeError) as exc:
             raise BackendLoadError(f"observer '{name}' ({ep.value}) failed to import: {exc}") from exc
     return loaded

@@ -20,9 +20,7 @@ class MetricsSink(Protocol):
 
     def record_job_start(self, *, job_id: str, job_name: str, queue: str) -> None: ...
 
-    def record_job_end(
-        self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float
-    ) -> None: ...
+    def record_job_end(self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float) -> None: ...
 
     def emit(self, event: str, fields: Mapping[str, Any]) -> None: ...
 
@@ -33,9 +31,7 @@ class NullMetricsSink:
     def record_job_start(self, *, job_id: str, job_name: str, queue: str) -> None:
         return None
 
-    def record_job_end(
-        self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float
-    ) -> None:
+    def record_job_end(self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float) -> None:
         return None
 
     def emit(self, event: str, fields: Mapping[str, Any]) -> None:
@@ -55,9 +51,7 @@ class InMemoryMetricsSink:
         with self._lock:
             self.starts.append({"job_id": job_id, "job_name": job_name, "queue": queue})
 
-    def record_job_end(
-        self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float
-    ) -> None:
+    def record_job_end(self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float) -> None:
         with self._lock:
             self.ends.append(
                 {"job_id": job_id, "job_name": job_name, "queue": queue, "outcome": outcome, "duration": duration}

@@ -1,0 +1,55 @@
+"""Soniq: background jobs whose queue lives in the database you already have."""
+
+from __future__ import annotations
+
+from soniq.app import Soniq
+from soniq.backend import BACKEND_PROTOCOL_VERSION, Backend, BackendCapabilities
+from soniq.dead_letter import DeadLetterNotFoundError
+from soniq.errors import (
+    BackendLoadError,
+    BackendNotFoundError,
+    BackendUnavailableError,
+    InvalidURLError,
+    JobArgumentsError,
+    SettingsError,
+    Snooze,
+    SoniqError,
+    UnknownJobError,
+)
+from soniq.metrics import InMemoryMetricsSink, MetricsSink, NullMetricsSink
+from soniq.observers import BaseObserver, Observer
+from soniq.records import JobStatus, StaleJobPolicy, WorkerStatus
+from soniq.settings import Settings
+from soniq.worker.state import WorkerState
+from soniq.worker.worker import WorkerSummary
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "BACKEND_PROTOCOL_VERSION",
+    "Backend",
+    "BackendCapabilities",
+    "BackendLoadError",
+    "BackendNotFoundError",
+    "BackendUnavailableError",
+    "BaseObserver",
+    "DeadLetterNotFoundError",
+    "InMemoryMetricsSink",
+    "InvalidURLError",
+    "JobArgumentsError",
+    "JobStatus",
+    "MetricsSink",
+    "NullMetricsSink",
+    "Observer",
+    "Settings",
+    "SettingsError",
+    "Snooze",
+    "Soniq",
+    "SoniqError",
+    "StaleJobPolicy",
+    "UnknownJobError",
+    "WorkerState",
+    "WorkerStatus",
+    "WorkerSummary",
+    "__version__",
+]

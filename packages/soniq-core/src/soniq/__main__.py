@@ -1,0 +1,3 @@
+from soniq.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,390 @@
+"""The `Soniq` app: settings, the job registry, the backend, and the producer API."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any, ClassVar, TypeVar, overload
+
+from soniq.backend import BACKEND_PROTOCOL_VERSION, Backend
+from soniq.dead_letter import DeadLetterService
+from soniq.discovery import create_backend, load_observer_factories
+from soniq.errors import SoniqError, UnknownJobError
+from soniq.metrics import MetricsSink, NullMetricsSink, safe_call
+from soniq.observers import EnqueueEvent, Observer
+from soniq.records import JobStatus, NewJob, RecoveryResult
+from soniq.registry import JobDefinition, JobRegistry, default_job_name
+from soniq.serialization import check_args
+from soniq.settings import Settings
+
+logger = logging.getLogger("soniq")
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ScheduleAt = datetime | timedelta | int | float | None
+
+
+def resolve_scheduled_at(value: ScheduleAt, *, now: datetime | None = None) -> datetime:
+    """A datetime (naive means UTC), a timedelta from now, or seconds from now."""
+    now = now or datetime.now(UTC)
+    if value is None:
+        return now
+    if isinstance(value, bool):
+        raise TypeError(f"scheduled_at must be a datetime, timedelta or seconds, got {value!r}")
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    if isinstance(value, timedelta):
+        return now + value
+    if isinstance(value, (int, float)):
+        return now + timedelta(seconds=float(value))
+    raise TypeError(f"scheduled_at must be a datetime, timedelta or seconds, got {type(value).__name__}")
+
+
+class Soniq:
+    """One application's queue: ``app = Soniq("postgresql://...")``.
+
+    Settings come from keywords, then `SONIQ_*` environment variables, then
+    defaults, and are validated here. The backend is chosen by the URL's
+    scheme through the ``soniq.backends`` entry points (or passed ready-made
+    with ``backend=``) and connects on first use.
+    """
+
+    _instances: ClassVar[weakref.WeakSet[Soniq]] = weakref.WeakSet()
+
+    def __init__(
+        self,
+        database_url: str | None = None,
+        *,
+        backend: Backend | None = None,
+        metrics_sink: MetricsSink | None = None,
+        observers: Iterable[Observer] | None = None,
+        backend_options: Mapping[str, Any] | None = None,
+        **settings: Any,
+    ) -> None:
+        if database_url is not None:
+            settings["database_url"] = database_url
+        self.settings = Settings.load(settings)
+        if backend is None:
+            backend = create_backend(self.settings.resolved_database_url, **dict(backend_options or {}))
+        self._backend: Backend = backend
+        declared = backend.capabilities.protocol_version
+        if declared > BACKEND_PROTOCOL_VERSION:
+            raise SoniqError(
+                f"{type(backend).__name__} implements backend protocol {declared}, but this soniq-core knows "
+                f"{BACKEND_PROTOCOL_VERSION}; upgrade soniq-core"
+            )
+        self.registry = JobRegistry()
+        self.metrics: MetricsSink = metrics_sink or NullMetricsSink()
+        self.observers: list[Observer] = list(observers or [])
+        for _name, factory in load_observer_factories(self.settings.observers):
+            self.observers.append(factory(self.settings))
+        self.dead_letter = DeadLetterService(self)
+        self._connected = False
+        self._connect_lock: asyncio.Lock | None = None
+        self._sync_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self.current_worker: Any = None
+        Soniq._instances.add(self)
+
+    def __repr__(self) -> str:
+        return f"<Soniq {self.settings.resolved_database_url!r} jobs={len(self.registry)}>"
+
+    # -- registry ----------------------------------------------------------
+
+    @overload
+    def job(self, func: F, /) -> F: ...
+
+    @overload
+    def job(
+        self,
+        func: None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        max_retries: int = 3,
+        priority: int = 100,
+        timeout: float | None = None,
+    ) -> Callable[[F], F]: ...
+
+    def job(
+        self,
+        func: F | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        max_retries: int = 3,
+        priority: int = 100,
+        timeout: float | None = None,
+    ) -> F | Callable[[F], F]:
+        """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool)."""
+
+        def register(fn: F) -> F:
+            self.registry.add(fn, name=name, queue=queue, max_retries=max_retries, priority=priority, timeout=timeout)
+            return fn
+
+        if func is not None:
+            return register(func)
+        return register
+
+    def use_database_url(self, url: str, **backend_options: Any) -> None:
+        """Point an app that has not connected yet at another URL (``soniq worker --database-url``)."""
+        if self._connected:
+            raise SoniqError("use_database_url() must be called before the app connects")
+        self.settings = self.settings.with_overrides(database_url=url)
+        self._backend = create_backend(self.settings.resolved_database_url, **backend_options)
+
+    def add_observer(self, observer: Observer) -> None:
+        self.observers.append(observer)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    @property
+    def backend(self) -> Backend:
+        return self._backend
+
+    @property
+    def sync_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._sync_pool is None:
+            self._sync_pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=self.settings.sync_handler_pool_size, thread_name_prefix="soniq-sync"
+            )
+        return self._sync_pool
+
+    async def connect(self) -> None:
+        if self._connected:
+            return
+        if self._connect_lock is None:
+            self._connect_lock = asyncio.Lock()
+        async with self._connect_lock:
+            if not self._connected:
+                await self._backend.connect()
+                self._connected = True
+
+    async def connected_backend(self) -> Backend:
+        await self.connect()
+        return self._backend
+
+    async def setup(self) -> None:
+        """Create or upgrade the schema; idempotent."""
+        await self.connect()
+        await self._backend.setup()
+
+    async def close(self) -> None:
+        if self._connected:
+            self._connected = False
+            await self._backend.close()
+        if self._sync_pool is not None:
+            self._sync_pool.shutdown(wait=False)
+            self._sync_pool = None
+
+    async def __aenter__(self) -> Soniq:
+        await self.connect()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # -- producers -------------------------------------------------------------
+
+    def _definition(self, fn_or_name: Callable[..., Any] | str) -> JobDefinition:
+        if isinstance(fn_or_name, str):
+            return self.registry.require(fn_or_name)
+        definition = self.registry.find_by_function(fn_or_name)
+        if definition is None:
+            raise UnknownJobError(
+                f"{default_job_name(fn_or_name)} is not registered on this app; decorate it with @app.job"
+            )
+        return definition
+
+    def _new_job(
+        self,
+        definition: JobDefinition,
+        args: Mapping[str, Any],
+        *,
+        queue: str | None,
+        priority: int | None,
+        scheduled_at: ScheduleAt,
+        now: datetime,
+    ) -> NewJob:
+        if queue is not None and (not isinstance(queue, str) or not queue):
+            raise ValueError(f"queue must be a non-empty string, got {queue!r}")
+        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
+            raise ValueError(f"priority must be a whole number, got {priority!r}")
+        job_id = str(uuid.uuid4())
+        event = EnqueueEvent(job_id=job_id, job_name=definition.name, queue=queue or definition.queue)
+        trace: dict[str, str] = {}
+        for observer in self.observers:
+            headers = safe_call(observer, "on_enqueue", event)
+            if headers:
+                trace.update(headers)
+        return NewJob(
+            id=job_id,
+            job_name=definition.name,
+            args=check_args(definition.name, args, max_bytes=self.settings.max_args_bytes),
+            queue=queue or definition.queue,
+            priority=definition.priority if priority is None else priority,
+            scheduled_at=resolve_scheduled_at(scheduled_at, now=now),
+            max_attempts=definition.max_attempts,
+            trace_context=trace or None,
+        )
+
+    def _check_connection(self, connection: Any) -> None:
+        if connection is not None and not self._backend.capabilities.transactional_enqueue:
+            raise SoniqError(
+                f"{type(self._backend).__name__} does not support transactional enqueue (connection=...); "
+                "use a backend whose capabilities include transactional_enqueue, such as soniq-postgres"
+            )
+
+    async def enqueue(
+        self,
+        fn_or_name: Callable[..., Any] | str,
+        /,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        scheduled_at: ScheduleAt = None,
+        connection: Any = None,
+        args: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Queue one run of a registered job with keyword arguments; returns its id.
+
+        `args=` passes the arguments as a mapping (for names such as ``queue``).
+        With `connection=`, the insert joins that open transaction.
+        """
+        if args is not None and kwargs:
+            raise TypeError("pass job arguments either as keywords or as args={...}, not both")
+        definition = self._definition(fn_or_name)
+        self._check_connection(connection)
+        job = self._new_job(
+            definition,
+            dict(args or kwargs),
+            queue=queue,
+            priority=priority,
+            scheduled_at=scheduled_at,
+            now=datetime.now(UTC),
+        )
+        await self._insert([job], connection)
+        return job.id
+
+    async def enqueue_many(
+        self,
+        fn_or_name: Callable[..., Any] | str,
+        kwargs_list: Sequence[Mapping[str, Any]],
+        /,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        scheduled_at: ScheduleAt = None,
+        connection: Any = None,
+    ) -> list[str]:
+        """Queue many runs of one job in one insert (all or none); returns their ids in order."""
+        definition = self._definition(fn_or_name)
+        self._check_connection(connection)
+        now = datetime.now(UTC)
+        jobs = []
+        for index, kwargs in enumerate(kwargs_list):
+            if not isinstance(kwargs, Mapping):
+                raise TypeError(f"enqueue_many item {index} must be a dict of keyword arguments, got {kwargs!r}")
+            jobs.append(
+                self._new_job(definition, kwargs, queue=queue, priority=priority, scheduled_at=scheduled_at, now=now)
+            )
+        if jobs:
+            await self._insert(jobs, connection)
+        return [job.id for job in jobs]
+
+    async def _insert(self, jobs: list[NewJob], connection: Any) -> None:
+        backend = await self.connected_backend()
+        error: BaseException | None = None
+        try:
+            await backend.enqueue_jobs(jobs=jobs, connection=connection)
+        except BaseException as exc:
+            error = exc
+            raise
+        finally:
+            for job in jobs:
+                event = EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue)
+                for observer in self.observers:
+                    safe_call(observer, "on_enqueue_end", event, error)
+
+    # -- reading and managing jobs ------------------------------------------
+
+    async def get_job(self, job_id: str) -> dict[str, Any] | None:
+        backend = await self.connected_backend()
+        row = await backend.get_job(job_id=str(job_id))
+        return row.to_dict() if row else None
+
+    async def list_jobs(
+        self, queue: str | None = None, status: str | JobStatus | None = None, limit: int = 100, offset: int = 0
+    ) -> list[dict[str, Any]]:
+        wanted: JobStatus | None = None
+        if status is not None:
+            try:
+                wanted = JobStatus(status)
+            except ValueError:
+                raise ValueError(
+                    f"status must be one of {', '.join(s.value for s in JobStatus)}, got {status!r}"
+                ) from None
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit must be a whole number >= 0, got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a whole number >= 0, got {offset!r}")
+        backend = await self.connected_backend()
+        rows = await backend.list_jobs(queue=queue, status=wanted, limit=limit, offset=offset)
+        return [row.to_dict() for row in rows]
+
+    async def cancel_job(self, job_id: str) -> bool:
+        """Cancel a queued job; False when it is no longer queued."""
+        backend = await self.connected_backend()
+        return await backend.cancel_job(job_id=str(job_id))
+
+    async def get_queue_stats(self, queue: str | None = None) -> dict[str, int]:
+        """Exactly ``total, queued, processing, done, dead_letter, cancelled``."""
+        backend = await self.connected_backend()
+        return (await backend.queue_stats(queue=queue)).to_dict()
+
+    async def recover(self) -> RecoveryResult:
+        """One stale-worker sweep now (what ``soniq recover`` runs)."""
+        backend = await self.connected_backend()
+        return await backend.recover_stale_workers(
+            heartbeat_timeout=self.settings.heartbeat_timeout, policy=self.settings.stale_job_policy
+        )
+
+    # -- the worker --------------------------------------------------------------
+
+    async def run_worker(
+        self,
+        concurrency: int | None = None,
+        queues: Sequence[str] | None = None,
+        run_once: bool = False,
+        *,
+        install_signal_handlers: bool = True,
+    ) -> Any:
+        """Run a worker until SIGTERM/SIGINT (or, with `run_once`, until no job is due).
+
+        Returns a `soniq.worker.WorkerSummary`.
+        """
+        from soniq.worker.worker import Worker
+
+        worker = Worker(
+            self,
+            concurrency=concurrency,
+            queues=queues,
+            run_once=run_once,
+            install_signal_handlers=install_signal_handlers,
+        )
+        self.current_worker = worker
+        return await worker.run()
+
+    @classmethod
+    def instances(cls) -> list[Soniq]:
+        return list(cls._instances)

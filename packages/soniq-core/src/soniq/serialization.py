@@ -1,0 +1,37 @@
+"""JSON encoding of job arguments and results, with the size limit."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from soniq.errors import JobArgumentsError
+
+
+def check_args(job_name: str, args: Mapping[str, Any], *, max_bytes: int) -> dict[str, Any]:
+    """Return `args` as a plain dict once it is known to round-trip through JSON within `max_bytes`."""
+    try:
+        encoded = json.dumps(args, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise JobArgumentsError(
+            f"arguments of job {job_name!r} are not JSON-serialisable: {exc}; pass str, int, float, bool, None, "
+            "lists and dicts with str keys"
+        ) from None
+    size = len(encoded.encode("utf-8"))
+    if size > max_bytes:
+        raise JobArgumentsError(
+            f"arguments of job {job_name!r} are {size} bytes as JSON, over the limit of {max_bytes} bytes "
+            "(setting 'max_args_bytes', environment variable SONIQ_MAX_ARGS_BYTES); store large payloads "
+            "elsewhere and pass a reference"
+        )
+    decoded: dict[str, Any] = json.loads(encoded)
+    return decoded
+
+
+def check_result(result: Any) -> Any:
+    """The handler's return value as JSON-ready data; raises TypeError naming the type otherwise."""
+    try:
+        return json.loads(json.dumps(result, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"job result is not JSON-serialisable: {exc}") from None
