@@ -49,6 +49,9 @@ def resolve_scheduled_at(value: ScheduleAt, *, now: datetime | None = None) -> d
 class Soniq:
     """One application's queue: ``app = Soniq("postgresql://...")``.
 
+    `extra_observers` adds observer objects to those loaded from the
+    ``soniq.observers`` entry points (the `observers` setting names which).
+
     Settings come from keywords, then `SONIQ_*` environment variables, then
     defaults, and are validated here. The backend is chosen by the URL's
     scheme through the ``soniq.backends`` entry points (or passed ready-made
@@ -63,7 +66,7 @@ class Soniq:
         *,
         backend: Backend | None = None,
         metrics_sink: MetricsSink | None = None,
-        observers: Iterable[Observer] | None = None,
+        extra_observers: Iterable[Observer] | None = None,
         backend_options: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> None:
@@ -81,7 +84,8 @@ class Soniq:
             )
         self.registry = JobRegistry()
         self.metrics: MetricsSink = metrics_sink or NullMetricsSink()
-        self.observers: list[Observer] = list(observers or [])
+        # `observers` (SONIQ_OBSERVERS) is the setting naming entry points to load; objects come in here.
+        self.observers: list[Observer] = list(extra_observers or [])
         for _name, factory in load_observer_factories(self.settings.observers):
             self.observers.append(factory(self.settings))
         self.dead_letter = DeadLetterService(self)

@@ -23,6 +23,9 @@ class ShutdownInfo:
 
     trigger: str
     """The signal name (``SIGTERM``, ``SIGINT``) or ``run_once`` / ``stop``."""
+    signal_at: float
+    """`time.time()` when the stop was requested (the RUNNING -> DRAINING span starts here)."""
+    worker_id: str
     shutdown_timeout: float
     sync_handler_grace_seconds: float
     job_timeout: float | None

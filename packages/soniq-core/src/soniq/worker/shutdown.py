@@ -50,6 +50,8 @@ class ShutdownSequence:
         active = list(w.active.values())
         w.shutdown_info = ShutdownInfo(
             trigger=w.trigger,
+            signal_at=w.signal_at or time.time(),
+            worker_id=w.worker_id,
             shutdown_timeout=settings.shutdown_timeout,
             sync_handler_grace_seconds=settings.effective_sync_grace,
             job_timeout=settings.job_timeout,

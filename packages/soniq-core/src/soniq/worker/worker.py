@@ -93,6 +93,7 @@ class Worker:
         self._slot_event = asyncio.Event()
         self._stopped_event = asyncio.Event()
         self._trigger: str | None = None
+        self.signal_at = 0.0
         self._last_transition_at = time.time()
         self._background: list[asyncio.Task[None]] = []
         self._claim_task: asyncio.Task[None] | None = None
@@ -115,6 +116,7 @@ class Worker:
                 self.settings.shutdown_timeout,
             )
             self._trigger = trigger
+            self.signal_at = time.time()
             self._stop_event.set()
         elif self.state in (WorkerState.RUNNING, WorkerState.DRAINING) and not self._force_event.is_set():
             logger.warning("worker %s: second %s, skipping the rest of DRAINING", self.worker_id, trigger)

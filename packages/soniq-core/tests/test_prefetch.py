@@ -1,0 +1,85 @@
+"""Prefetch: rows claimed ahead of free slots, handed back untouched on shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from soniq import InMemoryMetricsSink, Soniq, WorkerState
+from soniq.observers import RecordingObserver
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_buffered_rows_are_released_and_running_ones_nacked(fast_settings: dict[str, Any], wait_until: Any) -> None:
+    sink = InMemoryMetricsSink()
+    observer = RecordingObserver()
+    app = Soniq("memory://", metrics_sink=sink, extra_observers=[observer], prefetch=6, shutdown_timeout=0.3,
+                **fast_settings)
+    started: list[int] = []
+
+    @app.job
+    async def hold(n: int) -> None:
+        started.append(n)
+        await asyncio.sleep(3600)
+
+    ids = await app.enqueue_many(hold, [{"n": i} for i in range(8)])
+    backend: Any = app.backend
+    task = asyncio.create_task(app.run_worker(concurrency=2, install_signal_handlers=False))
+    await wait_until(lambda: app.current_worker is not None and len(started) == 2 and len(app.current_worker.buffer) == 6)
+    assert sum(1 for i in ids if backend.jobs[i].status.value == "processing") == 8
+    buffered = [run.job.id for run in app.current_worker.buffer]
+    # A buffered row's handler has not started, and the store knows it.
+    assert all(backend.jobs[i].started_at is None for i in buffered)
+    app.current_worker.request_stop("SIGTERM")
+    summary = await asyncio.wait_for(task, 10)
+    assert summary.states == [WorkerState.RUNNING, WorkerState.DRAINING, WorkerState.FORCE_TIMEOUT_PATH,
+                              WorkerState.STOPPED]
+    assert len(started) == 2
+    reasons: dict[str, list[str]] = {}
+    for event in sink.events_named("shutdown_nack"):
+        reasons.setdefault(event["reason"], []).append(event["job_id"])
+    assert sorted(reasons["prefetch_release"]) == sorted(buffered)
+    assert len(reasons["shutdown_timeout"]) == 2
+    assert sorted(summary.released_job_ids) == sorted(buffered)
+    for job_id in ids:
+        row = backend.jobs[job_id]
+        assert (row.status.value, row.attempts, row.worker_id) == ("queued", 0, None)
+    assert {n.reason for n in observer.nacks} == {"prefetch_release", "shutdown_timeout"}
+
+
+async def test_with_prefetch_zero_the_claim_marks_the_start(fast_settings: dict[str, Any], wait_until: Any) -> None:
+    app = Soniq("memory://", **fast_settings)
+    gate = asyncio.Event()
+
+    @app.job
+    async def hold() -> None:
+        await gate.wait()
+
+    job_id = await app.enqueue(hold)
+    backend: Any = app.backend
+    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    await wait_until(lambda: backend.jobs[job_id].status.value == "processing")
+    assert backend.jobs[job_id].started_at is not None
+    gate.set()
+    await wait_until(lambda: backend.jobs[job_id].status.value == "done")
+    app.current_worker.request_stop("stop")
+    await asyncio.wait_for(task, 5)
+
+
+async def test_buffered_rows_start_as_slots_free_up(fast_settings: dict[str, Any], wait_until: Any) -> None:
+    app = Soniq("memory://", prefetch=3, **fast_settings)
+    done: list[int] = []
+
+    @app.job
+    async def quick(n: int) -> None:
+        await asyncio.sleep(0.01)
+        done.append(n)
+
+    await app.enqueue_many(quick, [{"n": i} for i in range(20)])
+    await asyncio.wait_for(app.run_worker(concurrency=2, run_once=True, install_signal_handlers=False), 10)
+    assert sorted(done) == list(range(20))
+    stats = await app.get_queue_stats()
+    assert stats["done"] == 20
