@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import uuid
 import weakref
@@ -223,23 +224,30 @@ class Soniq:
             raise ValueError(f"queue must be a non-empty string, got {queue!r}")
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ValueError(f"priority must be a whole number, got {priority!r}")
-        job_id = str(uuid.uuid4())
-        event = EnqueueEvent(job_id=job_id, job_name=definition.name, queue=queue or definition.queue)
-        trace: dict[str, str] = {}
-        for observer in self.observers:
-            headers = safe_call(observer, "on_enqueue", event)
-            if headers:
-                trace.update(headers)
         return NewJob(
-            id=job_id,
+            id=str(uuid.uuid4()),
             job_name=definition.name,
             args=check_args(definition.name, args, max_bytes=self.settings.max_args_bytes),
             queue=queue or definition.queue,
             priority=definition.priority if priority is None else priority,
             scheduled_at=resolve_scheduled_at(scheduled_at, now=now),
             max_attempts=definition.max_attempts,
-            trace_context=trace or None,
         )
+
+    def _announce(self, jobs: list[NewJob]) -> list[NewJob]:
+        """Tell observers about jobs that passed validation; their headers go into `trace_context`."""
+        if not self.observers:
+            return jobs
+        announced = []
+        for job in jobs:
+            event = EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue)
+            trace: dict[str, str] = {}
+            for observer in self.observers:
+                headers = safe_call(observer, "on_enqueue", event)
+                if headers:
+                    trace.update(headers)
+            announced.append(dataclasses.replace(job, trace_context=trace or None))
+        return announced
 
     def _check_connection(self, connection: Any) -> None:
         if connection is not None and not self._backend.capabilities.transactional_enqueue:
@@ -277,7 +285,7 @@ class Soniq:
             scheduled_at=scheduled_at,
             now=datetime.now(UTC),
         )
-        await self._insert([job], connection)
+        await self._insert(self._announce([job]), connection)
         return job.id
 
     async def enqueue_many(
@@ -303,7 +311,7 @@ class Soniq:
                 self._new_job(definition, kwargs, queue=queue, priority=priority, scheduled_at=scheduled_at, now=now)
             )
         if jobs:
-            await self._insert(jobs, connection)
+            await self._insert(self._announce(jobs), connection)
         return [job.id for job in jobs]
 
     async def _insert(self, jobs: list[NewJob], connection: Any) -> None:
@@ -315,7 +323,7 @@ class Soniq:
             error = exc
             raise
         finally:
-            for job in jobs:
+            for job in jobs if self.observers else ():
                 event = EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue)
                 for observer in self.observers:
                     safe_call(observer, "on_enqueue_end", event, error)

@@ -61,7 +61,10 @@ class NackEvent:
     written: bool
     """False when the store could not be reached or the row was no longer ours."""
     at: float
+    """`time.time()` when the write returned (or failed)."""
     error: str | None = None
+    started_at: float | None = None
+    """`time.time()` just before the nack was sent."""
 
 
 @dataclass(frozen=True, slots=True)

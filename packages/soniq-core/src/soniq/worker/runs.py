@@ -43,6 +43,10 @@ class JobRun:
     pinned: bool = False
     """Set by the force path on a running sync job: from now on only the thread's return decides the row."""
     started_at: float = 0.0
+    nack_outcome: asyncio.Future[str] | None = None
+    """Set by the force path; resolves to how the nack went, so the run's own task reports its end."""
+    announced: bool = False
+    """Observers were told this run started (so they must hear how it ended)."""
 
     @property
     def kind(self) -> str:

@@ -120,6 +120,7 @@ class Settler:
         return self._named("timeout_retry" if outcome.timed_out else "retry", written, run), error
 
     async def dead_letter_unknown(self, run: JobRun, known: list[str], *, give_up_at: float | None) -> str:
+        """Move a row no registered job can run to the dead-letter table; returns the error text."""
         job = run.job
         error = (
             f"no job named {job.job_name!r} is registered in this worker; registered: {', '.join(known) or 'none'} "
@@ -133,7 +134,8 @@ class Settler:
             give_up_at=give_up_at,
         )
         logger.error("job %s moved to the dead-letter table: %s", job.id, error)
-        return self._named("dead_letter", written, run)
+        self._named("dead_letter", written, run)
+        return error
 
     def _named(self, name: str, written: bool | None, run: JobRun) -> str:
         if written is False:

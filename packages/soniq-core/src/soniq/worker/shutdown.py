@@ -159,6 +159,7 @@ class ShutdownSequence:
                 run.pinned = True
             elif run.phase in CANCELLABLE_PHASES:
                 run.abandoned = True
+                run.nack_outcome = self.loop.create_future()
                 abandoned.append(run)
                 if run.handler_task is not None and not run.handler_task.done():
                     run.handler_task.cancel()
@@ -167,6 +168,10 @@ class ShutdownSequence:
             await asyncio.wait(unwinding, timeout=CANCEL_UNWIND_SECONDS)
         if abandoned:
             await asyncio.gather(*(self._nack(run, REASON_SHUTDOWN_TIMEOUT) for run in abandoned))
+            # Let each abandoned run's task report its end before anything is flushed at STOPPED.
+            ending = [r.task for r in abandoned if r.task is not None and not r.task.done()]
+            if ending:
+                await asyncio.wait(ending, timeout=CANCEL_UNWIND_SECONDS)
         # Rows already writing their outcome finish that write (bounded by the write deadline).
         await self._wait_until(
             lambda: not [r for r in self._outstanding(include_abandoned=False) if not r.pinned],
@@ -225,6 +230,7 @@ class ShutdownSequence:
         w = self.w
         job = run.job
         error: str | None = None
+        sent_at = time.time()
         try:
             written = await asyncio.wait_for(
                 w.backend.nack_job(job_id=job.id, worker_id=w.worker_id), NACK_WRITE_SECONDS
@@ -267,7 +273,10 @@ class ShutdownSequence:
             written=bool(written),
             at=time.time(),
             error=error,
+            started_at=sent_at,
         )
         for observer in w.app.observers:
             safe_call(observer, "on_nack", event)
+        if run.nack_outcome is not None and not run.nack_outcome.done():
+            run.nack_outcome.set_result("nacked" if written else "unwritten")
         return bool(written)

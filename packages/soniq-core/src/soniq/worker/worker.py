@@ -318,8 +318,10 @@ class Worker:
         job = run.job
         try:
             if run.definition is None:
+                self._announce(run, "unknown")
                 run.phase = RunPhase.SETTLING
-                await self.settler.dead_letter_unknown(run, self.app.registry.names(), give_up_at=None)
+                error = await self.settler.dead_letter_unknown(run, self.app.registry.names(), give_up_at=None)
+                self.job_end(run, "dead_letter", None, error)
                 return
             if self.defer_start_mark:
                 owned = await write_with_retry(
@@ -341,57 +343,47 @@ class Worker:
             self._slot_event.set()
             self._fill_from_buffer()
 
+    def _announce(self, run: JobRun, handler_kind: str) -> None:
+        run.announced = True
+        run.started_at = time.monotonic()
+        event = JobStartEvent(worker_id=self.worker_id, job=run.job, handler_kind=handler_kind,
+                              attempt=run.job.attempts + 1)
+        for observer in self.app.observers:
+            safe_call(observer, "on_job_start", event)
+        safe_call(self.app.metrics, "record_job_start", job_id=run.job.id, job_name=run.job.job_name,
+                  queue=run.job.queue)
+
     async def _execute(self, run: JobRun) -> None:
         assert run.definition is not None
         assert self.executor is not None
         job = run.job
         definition = run.definition
-        attempt = job.attempts + 1
         timeout = definition.timeout if definition.timeout is not None else self.settings.job_timeout
-        start_event = JobStartEvent(
-            worker_id=self.worker_id, job=job, handler_kind=definition.handler_kind, attempt=attempt
-        )
-        for observer in self.app.observers:
-            safe_call(observer, "on_job_start", start_event)
-        safe_call(self.app.metrics, "record_job_start", job_id=job.id, job_name=job.job_name, queue=job.queue)
-        run.started_at = time.monotonic()
+        self._announce(run, definition.handler_kind)
         call = self.executor.call_async if definition.is_async else self.executor.call_sync
         run.handler_task = asyncio.create_task(call(run, job.args, timeout), name=f"soniq-handler-{job.id}")
         await asyncio.wait([run.handler_task])
         if run.handler_task.cancelled():
-            # Only the force path cancels a handler; it nacks the row itself.
-            self._job_end(run, attempt, "nacked", None, None)
+            # Only the force path cancels a handler. It nacks the row; the end is reported from this
+            # task so that observers see it in the context where the run started.
+            if run.nack_outcome is not None:
+                outcome_name = await asyncio.shield(run.nack_outcome)
+                self.job_end(run, outcome_name, None, None)
             return
         outcome: Outcome = run.handler_task.result()
         run.phase = RunPhase.SETTLING
         name, error_text = await self.settler.settle(run, outcome, give_up_at=self._write_deadline())
-        self._job_end(run, attempt, name, outcome.error, error_text)
+        self.job_end(run, name, outcome.error, error_text)
 
-    def _job_end(
-        self, run: JobRun, attempt: int, outcome: str, error: BaseException | None, error_text: str | None
-    ) -> None:
+    def job_end(self, run: JobRun, outcome: str, error: BaseException | None, error_text: str | None) -> None:
         duration = time.monotonic() - run.started_at if run.started_at else 0.0
-        event = JobEndEvent(
-            worker_id=self.worker_id,
-            job=run.job,
-            handler_kind=run.kind,
-            attempt=attempt,
-            outcome=outcome,
-            duration=duration,
-            error=error,
-            error_text=error_text,
-        )
+        event = JobEndEvent(worker_id=self.worker_id, job=run.job, handler_kind=run.kind,
+                            attempt=run.job.attempts + 1, outcome=outcome, duration=duration, error=error,
+                            error_text=error_text)
         for observer in self.app.observers:
             safe_call(observer, "on_job_end", event)
-        safe_call(
-            self.app.metrics,
-            "record_job_end",
-            job_id=run.job.id,
-            job_name=run.job.job_name,
-            queue=run.job.queue,
-            outcome=outcome,
-            duration=duration,
-        )
+        safe_call(self.app.metrics, "record_job_end", job_id=run.job.id, job_name=run.job.job_name,
+                  queue=run.job.queue, outcome=outcome, duration=duration)
 
     def _write_deadline(self) -> float | None:
         """While shutting down, writes give up in time for the process to stop within its bound."""

@@ -1,0 +1,70 @@
+"""`BackendContractSuite`: every domain of the contract, collected through one class.
+
+A backend package runs it by subclassing and overriding one fixture::
+
+    class TestMyBackend(BackendContractSuite):
+        @pytest.fixture
+        def soniq_backend_factory(self) -> BackendFactory:
+            return functools.partial(MyBackend.from_url, "mine://localhost")
+
+The factory takes a namespace and returns an unconnected backend; the suite
+connects it, runs `setup`, checks it is empty, and after the test runs
+`drop_schema` and `close`. Every test makes its own namespace, so the suite is
+safe in any order and under pytest-xdist.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from soniq_contract_tests.harness import BackendFactory, ContractHarness
+from soniq_contract_tests.test_claim import ClaimContract
+from soniq_contract_tests.test_dead_letter import DeadLetterContract
+from soniq_contract_tests.test_enqueue import EnqueueContract
+from soniq_contract_tests.test_fencing import FencingContract
+from soniq_contract_tests.test_nack import NackContract
+from soniq_contract_tests.test_recovery import StaleRecoveryContract
+from soniq_contract_tests.test_scheduling import SchedulingContract
+from soniq_contract_tests.test_settle import SettleContract
+from soniq_contract_tests.test_stats import QueueStatsContract
+from soniq_contract_tests.test_status_rule import StatusRuleContract
+from soniq_contract_tests.test_workers import WaitForJobsContract, WorkerContract
+
+
+class BackendContractSuite(
+    NackContract,
+    StaleRecoveryContract,
+    FencingContract,
+    ClaimContract,
+    StatusRuleContract,
+    DeadLetterContract,
+    QueueStatsContract,
+    SchedulingContract,
+    EnqueueContract,
+    SettleContract,
+    WorkerContract,
+    WaitForJobsContract,
+):
+    """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
+
+    pytestmark = [pytest.mark.soniq_contract]
+
+    heartbeat_timeout: float = 0.3
+    """The `heartbeat_timeout` the recovery tests sweep with: silent workers go stale this fast."""
+
+    stale_deadline: float = 5.0
+    """How long the recovery tests keep sweeping for a silent worker to be reported stale."""
+
+    @pytest.fixture
+    def soniq_backend_factory(self) -> BackendFactory:
+        raise NotImplementedError(
+            f"{type(self).__name__} must override the fixture soniq_backend_factory: return a callable "
+            "taking a namespace (str) and returning an unconnected backend, e.g. "
+            "functools.partial(MyBackend.from_url, URL)"
+        )
+
+    @pytest.fixture
+    def contract(self, soniq_backend_factory: BackendFactory) -> ContractHarness:
+        return ContractHarness(
+            soniq_backend_factory, heartbeat_timeout=self.heartbeat_timeout, stale_deadline=self.stale_deadline
+        )

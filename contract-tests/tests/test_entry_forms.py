@@ -1,0 +1,118 @@
+"""The URL form (``--pyargs soniq_contract_tests --soniq-url``) and the ``soniq-contract-tests`` command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from soniq_contract_tests.cli import main
+
+CONTRACT_CLASS = "TestBackendContract"
+
+
+@pytest.fixture(autouse=True)
+def _quiet_pytest_asyncio(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+
+
+def _by_outcome(recorder: pytest.HookRecorder) -> tuple[list[str], list[str], list[str]]:
+    passed, skipped, failed = recorder.listoutcomes()
+    return [r.nodeid for r in passed], [r.nodeid for r in skipped], [r.nodeid for r in failed]
+
+
+def test_url_form_runs_the_whole_suite_against_memory(pytester: pytest.Pytester) -> None:
+    recorder = pytester.inline_run(
+        "-p", "no:cacheprovider", "--pyargs", "soniq_contract_tests", "--soniq-url", "memory://"
+    )
+    passed, skipped, failed = _by_outcome(recorder)
+    assert failed == []
+    contract_passed = [nodeid for nodeid in passed if CONTRACT_CLASS in nodeid]
+    assert len(contract_passed) >= 70
+    assert [nodeid for nodeid in skipped if CONTRACT_CLASS in nodeid] == []
+
+
+def test_url_form_reads_the_url_from_the_environment(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SONIQ_CONTRACT_URL", "memory://")
+    recorder = pytester.inline_run("-p", "no:cacheprovider", "--pyargs", "soniq_contract_tests", "-k", "nack")
+    passed, _skipped, failed = _by_outcome(recorder)
+    assert failed == []
+    assert any("test_nack_preserves_attempts" in nodeid for nodeid in passed)
+
+
+def test_url_form_without_a_url_skips_and_says_how_to_pass_one(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SONIQ_CONTRACT_URL", raising=False)
+    recorder = pytester.inline_run("-p", "no:cacheprovider", "--pyargs", "soniq_contract_tests", "-k", "nack")
+    passed, skipped_reports, failed = recorder.listoutcomes()
+    assert (passed, failed) == ([], [])
+    assert skipped_reports
+    for report in skipped_reports:
+        assert isinstance(report.longrepr, tuple)
+        assert "--soniq-url" in report.longrepr[2]
+
+
+def test_url_form_passes_soniq_options_to_from_url(pytester: pytest.Pytester) -> None:
+    recorder = pytester.inline_run(
+        "-p", "no:cacheprovider", "--pyargs", "soniq_contract_tests",
+        "--soniq-url", "memory://", "--soniq-option", "pool_size=3", "-k", "test_nack_is_idempotent",
+    )  # fmt: skip
+    reports = [r for r in recorder.getreports("pytest_runtest_logreport") if r.failed]
+    assert reports, "an option the memory backend does not accept must make the tests error"
+    assert "pool_size" in str(reports[0].longrepr)
+
+
+def test_url_form_with_an_unknown_scheme_names_what_is_installed(pytester: pytest.Pytester) -> None:
+    recorder = pytester.inline_run(
+        "-p",
+        "no:cacheprovider",
+        "--pyargs",
+        "soniq_contract_tests",
+        "--soniq-url",
+        "nosuch://x",
+        "-k",
+        "nack_is_idempotent",
+    )
+    errors = [r for r in recorder.getreports("pytest_runtest_logreport") if r.failed]
+    assert errors
+    assert "nosuch" in str(errors[0].longrepr)
+    assert "memory" in str(errors[0].longrepr)
+
+
+def _cli() -> list[str]:
+    script = Path(sys.executable).parent / "soniq-contract-tests"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "soniq_contract_tests.cli"]
+
+
+def test_cli_runs_the_suite_and_returns_pytest_exit_code(tmp_path: Path) -> None:
+    ok = subprocess.run(
+        [*_cli(), "memory://", "-q", "-p", "no:cacheprovider", "-k", "nack"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "passed" in ok.stdout
+    assert "failed" not in ok.stdout
+    broken = subprocess.run(
+        [*_cli(), "nosuch://x", "-q", "-p", "no:cacheprovider", "-k", "nack_is_idempotent"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "nosuch" in broken.stdout
+
+
+def test_cli_without_a_url_prints_usage(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "usage: soniq-contract-tests URL" in capsys.readouterr().err
+    assert main(["--help"]) == 0
+    assert main(["-q"]) == 2

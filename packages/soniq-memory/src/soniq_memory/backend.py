@@ -1,0 +1,536 @@
+"""`MemoryBackend`: the reference implementation of `soniq.backend.Backend`.
+
+Every operation is synchronous inside (no await between reading and writing),
+so concurrent asyncio callers never interleave within one operation; a lock
+makes the same true for threads sharing a named store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+from types import MappingProxyType
+from typing import Any
+
+from soniq.backend import BackendCapabilities
+from soniq.errors import InvalidURLError, SoniqError
+from soniq.records import (
+    DeadLetterReason,
+    DeadLetterRecord,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    QueueStats,
+    RecoveryResult,
+    StaleJobPolicy,
+    WorkerInfo,
+    WorkerRecord,
+    WorkerStatus,
+)
+from soniq_memory.store import MemoryStore, export, json_copy, named_stores
+
+_CAPABILITIES = BackendCapabilities(
+    push_wakeup=True,
+    transactional_enqueue=False,
+    shared_across_processes=False,
+)
+_URL_OPTIONS = ("namespace",)
+
+
+class MemoryBackend:
+    """An in-process queue store for tests and examples.
+
+    ``MemoryBackend()`` (or ``memory://``) owns a fresh store. With a `name`
+    (``memory://NAME``) every backend built with that name and namespace in
+    this process shares one store, so an app and a worker can meet in it.
+    """
+
+    def __init__(self, *, name: str | None = None, namespace: str | None = None) -> None:
+        self.name = name
+        self.namespace = namespace
+        self._store = named_stores.get(name, namespace) if name else MemoryStore()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> MemoryBackend:
+        """``memory://`` gives a fresh store; ``memory://NAME`` a process-wide shared one."""
+        unknown = sorted(set(options) - set(_URL_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"MemoryBackend.from_url() got unknown option(s) {', '.join(unknown)}; "
+                f"accepted: {', '.join(_URL_OPTIONS)}"
+            )
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme.split("+", 1)[0].lower() != "memory":
+            raise InvalidURLError(f"invalid memory URL {url!r}: expected memory:// or memory://NAME")
+        name = rest.split("?", 1)[0].strip("/")
+        namespace = options.get("namespace")
+        if namespace is not None and not isinstance(namespace, str):
+            raise TypeError(f"namespace must be a str or None, got {namespace!r}")
+        return cls(name=name or None, namespace=namespace)
+
+    def __repr__(self) -> str:
+        where = f"memory://{self.name}" if self.name else "memory://"
+        return f"MemoryBackend({where!r}, namespace={self.namespace!r})"
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return _CAPABILITIES
+
+    # -- public test API -----------------------------------------------------
+
+    @property
+    def jobs(self) -> Mapping[str, JobRecord]:
+        """Live read-only view of `soniq_jobs`, by job id."""
+        return MappingProxyType(self._store.jobs)
+
+    @property
+    def dead_letters(self) -> Mapping[str, DeadLetterRecord]:
+        """Live read-only view of `soniq_dead_letter_jobs`, by original job id."""
+        return MappingProxyType(self._store.dead_letters)
+
+    @property
+    def workers(self) -> Mapping[str, WorkerRecord]:
+        """Live read-only view of `soniq_workers`, by worker id."""
+        return MappingProxyType(self._store.workers)
+
+    def reset(self) -> None:
+        """Forget every job, dead letter and worker in this store."""
+        with self._store.lock:
+            self._store.clear()
+
+    def age_worker(self, worker_id: str, seconds: float) -> None:
+        """Move a worker's `last_heartbeat` `seconds` into the past, to make it stale without waiting."""
+        with self._store.lock:
+            worker = self._store.workers[worker_id]
+            self._store.workers[worker_id] = replace(
+                worker, last_heartbeat=worker.last_heartbeat - timedelta(seconds=seconds)
+            )
+
+    def put_job(self, record: JobRecord) -> None:
+        """Insert or replace a row exactly as given (states core would not produce, for tests).
+
+        Raises ValueError for a status outside the four, like every write path."""
+        with self._store.lock:
+            self._store.put_job(record)
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def connect(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def setup(self) -> None:
+        return None
+
+    async def prepare_worker(self, *, concurrency: int, prefetch: int) -> None:
+        if concurrency < 1:
+            raise SoniqError(f"concurrency must be at least 1, got {concurrency}")
+        if prefetch < 0:
+            raise SoniqError(f"prefetch must be 0 or more, got {prefetch}")
+
+    async def drop_schema(self) -> None:
+        self.reset()
+
+    # -- producers -------------------------------------------------------------
+
+    async def enqueue_jobs(self, *, jobs: Sequence[NewJob], connection: Any = None) -> None:
+        if connection is not None:
+            raise SoniqError("the memory backend has no transactional enqueue; pass connection=None")
+        store = self._store
+        with store.lock:
+            now = store.now()
+            seen: set[str] = set()
+            rows: list[JobRecord] = []
+            # Build every row before writing any, so a bad job leaves the store untouched.
+            for job in jobs:
+                if job.id in seen or job.id in store.jobs:
+                    raise ValueError(f"a job with id {job.id!r} already exists")
+                seen.add(job.id)
+                rows.append(
+                    JobRecord(
+                        id=job.id,
+                        job_name=job.job_name,
+                        args=json_copy(dict(job.args), what="job args"),
+                        status=JobStatus.QUEUED,
+                        attempts=0,
+                        max_attempts=job.max_attempts,
+                        queue=job.queue,
+                        priority=job.priority,
+                        scheduled_at=job.scheduled_at,
+                        last_error=None,
+                        worker_id=None,
+                        result=None,
+                        created_at=now,
+                        updated_at=now,
+                        started_at=None,
+                        trace_context=dict(job.trace_context) if job.trace_context is not None else None,
+                    )
+                )
+            for row in rows:
+                store.put_job(row)
+            for queue in {row.queue for row in rows}:
+                store.wake(queue)
+
+    async def get_job(self, *, job_id: str) -> JobRecord | None:
+        with self._store.lock:
+            row = self._store.jobs.get(job_id)
+            return export(row) if row is not None else None
+
+    async def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[JobRecord]:
+        with self._store.lock:
+            rows = [
+                row
+                for row in self._store.jobs.values()
+                if (queue is None or row.queue == queue) and (status is None or row.status == status)
+            ]
+            rows.sort(key=lambda row: (row.created_at, row.id), reverse=True)
+            return [export(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
+
+    async def cancel_job(self, *, job_id: str) -> bool:
+        store = self._store
+        with store.lock:
+            row = store.jobs.get(job_id)
+            if row is None or row.status is not JobStatus.QUEUED:
+                return False
+            store.put_job(replace(row, status=JobStatus.CANCELLED, updated_at=store.now()))
+            return True
+
+    # -- the claim path --------------------------------------------------------
+
+    async def claim_jobs(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        limit: int,
+        mark_started: bool,
+    ) -> list[JobRecord]:
+        store = self._store
+        with store.lock:
+            if limit <= 0:
+                return []
+            now = store.now()
+            wanted = set(queues) if queues is not None else None
+            due = [
+                row
+                for row in store.jobs.values()
+                if row.status is JobStatus.QUEUED
+                and row.scheduled_at <= now
+                and (wanted is None or row.queue in wanted)
+            ]
+            due.sort(key=lambda row: (row.priority, row.scheduled_at, row.created_at, row.id))
+            claimed = []
+            for row in due[:limit]:
+                updated = replace(
+                    row,
+                    status=JobStatus.PROCESSING,
+                    worker_id=worker_id,
+                    updated_at=now,
+                    started_at=now if mark_started else None,
+                )
+                store.put_job(updated)
+                claimed.append(export(updated))
+            return claimed
+
+    def _owned(self, job_id: str, worker_id: str) -> JobRecord | None:
+        """The row when `worker_id` still owns it (the fence of every write about a claimed row)."""
+        row = self._store.jobs.get(job_id)
+        if row is None or row.status is not JobStatus.PROCESSING or row.worker_id != worker_id:
+            return None
+        return row
+
+    async def mark_started(self, *, job_id: str, worker_id: str) -> bool:
+        store = self._store
+        with store.lock:
+            row = self._owned(job_id, worker_id)
+            if row is None:
+                return False
+            now = store.now()
+            store.put_job(replace(row, started_at=now, updated_at=now))
+            return True
+
+    async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
+        store = self._store
+        with store.lock:
+            row = self._owned(job_id, worker_id)
+            if row is None:
+                return False
+            stored_result = json_copy(result, what="job result")
+            store.put_job(
+                replace(row, status=JobStatus.DONE, result=stored_result, worker_id=None, updated_at=store.now())
+            )
+            return True
+
+    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
+        store = self._store
+        with store.lock:
+            row = self._owned(job_id, worker_id)
+            if row is None:
+                return False
+            store.put_job(
+                replace(
+                    row,
+                    status=JobStatus.QUEUED,
+                    attempts=row.attempts + 1,
+                    last_error=error,
+                    scheduled_at=scheduled_at,
+                    worker_id=None,
+                    started_at=None,
+                    updated_at=store.now(),
+                )
+            )
+            store.wake(row.queue)
+            return True
+
+    async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
+        store = self._store
+        with store.lock:
+            row = self._owned(job_id, worker_id)
+            if row is None:
+                return False
+            store.put_job(
+                replace(
+                    row,
+                    status=JobStatus.QUEUED,
+                    scheduled_at=scheduled_at,
+                    worker_id=None,
+                    started_at=None,
+                    updated_at=store.now(),
+                )
+            )
+            store.wake(row.queue)
+            return True
+
+    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
+        store = self._store
+        with store.lock:
+            row = self._owned(job_id, worker_id)
+            if row is None:
+                return False
+            self._move_to_dead_letter(replace(row, attempts=row.attempts + 1), error=error, reason=reason)
+            return True
+
+    def _move_to_dead_letter(self, row: JobRecord, *, error: str | None, reason: str) -> None:
+        store = self._store
+        store.dead_letters[row.id] = DeadLetterRecord(
+            id=row.id,
+            job_name=row.job_name,
+            args=row.args,
+            queue=row.queue,
+            attempts=row.attempts,
+            last_error=error,
+            dead_letter_reason=str(reason.value if isinstance(reason, DeadLetterReason) else reason),
+            moved_to_dead_letter_at=store.now(),
+            resurrection_count=0,
+            last_resurrection_at=None,
+            max_attempts=row.max_attempts,
+            priority=row.priority,
+        )
+        del store.jobs[row.id]
+
+    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
+        store = self._store
+        with store.lock:
+            row = self._owned(job_id, worker_id)
+            if row is None:
+                return False
+            self._write_nack(row)
+            return True
+
+    def _write_nack(self, row: JobRecord) -> None:
+        """The seed's nack field set; `attempts` and `last_error` stay as they are."""
+        store = self._store
+        now = store.now()
+        store.put_job(
+            replace(row, status=JobStatus.QUEUED, worker_id=None, updated_at=now, scheduled_at=now, started_at=None)
+        )
+        store.wake(row.queue)
+
+    # -- workers ---------------------------------------------------------------
+
+    async def register_worker(self, *, worker: WorkerInfo) -> None:
+        store = self._store
+        with store.lock:
+            now = store.now()
+            store.workers[worker.id] = WorkerRecord(
+                id=worker.id,
+                hostname=worker.hostname,
+                pid=worker.pid,
+                queues=tuple(worker.queues) if worker.queues is not None else None,
+                concurrency=worker.concurrency,
+                status=WorkerStatus.ACTIVE,
+                last_heartbeat=now,
+                started_at=now,
+            )
+
+    async def heartbeat(self, *, worker_id: str, status: WorkerStatus | None = None) -> bool:
+        store = self._store
+        with store.lock:
+            worker = store.workers.get(worker_id)
+            if worker is None or worker.status is WorkerStatus.STOPPED:
+                return False
+            store.workers[worker_id] = replace(
+                worker,
+                last_heartbeat=store.now(),
+                status=WorkerStatus(status) if status is not None else worker.status,
+            )
+            return True
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        with self._store.lock:
+            return sorted(self._store.workers.values(), key=lambda worker: (worker.started_at, worker.id))
+
+    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
+        store = self._store
+        policy = StaleJobPolicy(policy)
+        with store.lock:
+            now = store.now()
+            cutoff = now - timedelta(seconds=heartbeat_timeout)
+            stale = [
+                worker.id
+                for worker in store.workers.values()
+                if worker.status in (WorkerStatus.ACTIVE, WorkerStatus.STOPPING) and worker.last_heartbeat < cutoff
+            ]
+            for worker_id in stale:
+                store.workers[worker_id] = replace(store.workers[worker_id], status=WorkerStatus.STOPPED)
+            stale_set = set(stale)
+            orphaned = [
+                row
+                for row in store.jobs.values()
+                if row.status is JobStatus.PROCESSING
+                and row.worker_id is not None
+                and (row.worker_id in stale_set or (row.worker_id not in store.workers and row.updated_at < cutoff))
+            ]
+            requeued: list[str] = []
+            dead_lettered: list[str] = []
+            for row in sorted(orphaned, key=lambda row: (row.updated_at, row.id)):
+                if row.started_at is None:
+                    # The handler never ran user code: hand it back without spending an attempt.
+                    self._write_nack(row)
+                    requeued.append(row.id)
+                    continue
+                lost = f"worker {row.worker_id} was lost (no heartbeat for {heartbeat_timeout:g}s) while running it"
+                counted = replace(row, attempts=row.attempts + 1)
+                if policy is StaleJobPolicy.DEAD_LETTER:
+                    self._move_to_dead_letter(counted, error=lost, reason=DeadLetterReason.ZOMBIE.value)
+                    dead_lettered.append(row.id)
+                elif counted.attempts >= counted.max_attempts:
+                    self._move_to_dead_letter(counted, error=lost, reason=DeadLetterReason.WORKER_LOST.value)
+                    dead_lettered.append(row.id)
+                else:
+                    store.put_job(
+                        replace(
+                            counted,
+                            status=JobStatus.QUEUED,
+                            worker_id=None,
+                            started_at=None,
+                            last_error=lost,
+                            scheduled_at=now,
+                            updated_at=now,
+                        )
+                    )
+                    store.wake(row.queue)
+                    requeued.append(row.id)
+            return RecoveryResult(
+                stale_workers=tuple(stale), requeued=tuple(requeued), dead_lettered=tuple(dead_lettered)
+            )
+
+    # -- observation -----------------------------------------------------------
+
+    async def queue_stats(self, *, queue: str | None = None) -> QueueStats:
+        with self._store.lock:
+            counts = dict.fromkeys(JobStatus, 0)
+            for row in self._store.jobs.values():
+                if queue is None or row.queue == queue:
+                    counts[row.status] += 1
+            dead = sum(1 for dlq in self._store.dead_letters.values() if queue is None or dlq.queue == queue)
+            return QueueStats(
+                total=sum(counts.values()) + dead,
+                queued=counts[JobStatus.QUEUED],
+                processing=counts[JobStatus.PROCESSING],
+                done=counts[JobStatus.DONE],
+                dead_letter=dead,
+                cancelled=counts[JobStatus.CANCELLED],
+            )
+
+    async def wait_for_jobs(self, *, queues: Sequence[str] | None, timeout: float) -> None:
+        store = self._store
+        with store.lock:
+            now = store.now()
+            wanted = set(queues) if queues is not None else None
+            if any(
+                row.status is JobStatus.QUEUED and row.scheduled_at <= now and (wanted is None or row.queue in wanted)
+                for row in store.jobs.values()
+            ):
+                return
+            waiter = store.add_waiter(queues)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter.future, timeout=max(timeout, 0.0))
+        finally:
+            with store.lock:
+                store.remove_waiter(waiter)
+
+    # -- dead letters ----------------------------------------------------------
+
+    async def list_dead_letter(
+        self, *, queue: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[DeadLetterRecord]:
+        with self._store.lock:
+            rows = [row for row in self._store.dead_letters.values() if queue is None or row.queue == queue]
+            rows.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id), reverse=True)
+            return [export(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
+
+    async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
+        with self._store.lock:
+            row = self._store.dead_letters.get(job_id)
+            return export(row) if row is not None else None
+
+    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
+        store = self._store
+        with store.lock:
+            dead = store.dead_letters.get(job_id)
+            if dead is None:
+                return None
+            if new_job_id in store.jobs:
+                raise ValueError(f"a job with id {new_job_id!r} already exists")
+            now = store.now()
+            store.put_job(
+                JobRecord(
+                    id=new_job_id,
+                    job_name=dead.job_name,
+                    args=json_copy(dict(dead.args), what="job args"),
+                    status=JobStatus.QUEUED,
+                    attempts=0,
+                    max_attempts=dead.max_attempts,
+                    queue=dead.queue,
+                    priority=dead.priority,
+                    scheduled_at=scheduled_at,
+                    last_error=None,
+                    worker_id=None,
+                    result=None,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
+            store.dead_letters[job_id] = replace(
+                dead, resurrection_count=dead.resurrection_count + 1, last_resurrection_at=now
+            )
+            store.wake(dead.queue)
+            return new_job_id
+
+    async def purge_dead_letter(self, *, job_id: str) -> bool:
+        with self._store.lock:
+            return self._store.dead_letters.pop(job_id, None) is not None

@@ -1,0 +1,131 @@
+"""The in-process state behind `MemoryBackend`, and the registry of named stores.
+
+A store is plain Python state guarded by a lock. Every backend operation
+runs to completion under that lock without awaiting, so concurrent asyncio
+callers (and threads) never observe a half-done operation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord
+
+ALLOWED_STATUSES: frozenset[str] = frozenset(status.value for status in JobStatus)
+
+
+def checked_status(status: object) -> JobStatus:
+    """The status rule of the memory store: only the four `JobStatus` values are ever written."""
+    if isinstance(status, JobStatus):
+        return status
+    if isinstance(status, str) and status in ALLOWED_STATUSES:
+        return JobStatus(status)
+    raise ValueError(
+        f"soniq_jobs.status {status!r} is not allowed; the store accepts only {', '.join(sorted(ALLOWED_STATUSES))}"
+    )
+
+
+def json_copy(value: Any, *, what: str) -> Any:
+    """Store what a JSON column would: a detached, JSON-normalised copy (tuples become lists)."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-serialisable: {exc}") from exc
+
+
+@dataclass(eq=False)
+class _Waiter:
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+    queues: frozenset[str] | None
+
+
+@dataclass(eq=False)
+class MemoryStore:
+    """All Soniq state of one memory store: the three tables plus the waiters to wake."""
+
+    jobs: dict[str, JobRecord] = field(default_factory=dict)
+    dead_letters: dict[str, DeadLetterRecord] = field(default_factory=dict)
+    workers: dict[str, WorkerRecord] = field(default_factory=dict)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    _last_now: datetime = field(default_factory=lambda: datetime.now(UTC))
+    _waiters: set[_Waiter] = field(default_factory=set)
+
+    def now(self) -> datetime:
+        """The store's clock: wall-clock UTC, never running backwards between two calls."""
+        current = datetime.now(UTC)
+        if current < self._last_now:
+            current = self._last_now
+        self._last_now = current
+        return current
+
+    def put_job(self, record: JobRecord) -> None:
+        """The one write path of `jobs`; it enforces the status rule."""
+        status = checked_status(record.status)
+        if status is not record.status:
+            record = replace(record, status=status)
+        self.jobs[record.id] = record
+
+    def clear(self) -> None:
+        self.jobs.clear()
+        self.dead_letters.clear()
+        self.workers.clear()
+
+    # -- wake-up -------------------------------------------------------------
+
+    def add_waiter(self, queues: Sequence[str] | None) -> _Waiter:
+        loop = asyncio.get_running_loop()
+        waiter = _Waiter(loop=loop, future=loop.create_future(), queues=frozenset(queues) if queues else None)
+        self._waiters.add(waiter)
+        return waiter
+
+    def remove_waiter(self, waiter: _Waiter) -> None:
+        self._waiters.discard(waiter)
+
+    def wake(self, queue: str) -> None:
+        """Resolve every waiter interested in `queue`, on whichever loop (or thread) it waits."""
+        for waiter in list(self._waiters):
+            if waiter.queues is not None and queue not in waiter.queues:
+                continue
+            self._waiters.discard(waiter)
+            if waiter.loop.is_closed():
+                continue
+            waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+_Row = TypeVar("_Row", JobRecord, DeadLetterRecord)
+
+
+def export(record: _Row) -> _Row:
+    """A copy of a stored row whose mutable parts (args, result) the caller may change freely."""
+    return copy.deepcopy(record)
+
+
+class _Registry:
+    """Process-wide named stores: ``memory://NAME`` with one namespace maps to one store."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._stores: dict[tuple[str, str | None], MemoryStore] = {}
+
+    def get(self, name: str, namespace: str | None) -> MemoryStore:
+        with self._lock:
+            store = self._stores.get((name, namespace))
+            if store is None:
+                store = self._stores[(name, namespace)] = MemoryStore()
+            return store
+
+
+named_stores = _Registry()

@@ -1,0 +1,430 @@
+"""`PostgresBackend`: the Soniq queue in PostgreSQL, on an asyncpg pool.
+
+Claims use ``FOR UPDATE SKIP LOCKED`` in one statement; every write about a
+claimed row is fenced by ``status = 'processing' AND worker_id = <caller>``;
+wake-ups travel over LISTEN/NOTIFY on one dedicated connection per backend,
+with a plain sleep as the fallback (``listen=False``, e.g. behind PgBouncer
+in transaction mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from soniq.backend import BackendCapabilities
+from soniq.errors import SoniqError
+from soniq.records import (
+    DeadLetterRecord,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    QueueStats,
+    RecoveryResult,
+    StaleJobPolicy,
+    WorkerInfo,
+    WorkerRecord,
+    WorkerStatus,
+)
+from soniq_postgres import migrations
+from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
+from soniq_postgres.listener import NotificationListener
+from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
+from soniq_postgres.queries import Queries
+from soniq_postgres.recovery import RecoverySql, recover_stale_workers
+from soniq_postgres.rows import (
+    affected,
+    claim_order,
+    dead_letter_record,
+    job_record,
+    optional_json,
+    to_json,
+    utc,
+    worker_record,
+)
+
+# A worker's connections beyond one per slot: one claiming, one for
+# heartbeats and recovery (so they never queue behind job results).
+WORKER_EXTRA_CONNECTIONS = 2
+
+
+def required_pool_size(concurrency: int) -> int:
+    """Connections a worker with `concurrency` slots needs from the pool.
+
+    Prefetched rows hold no connection, so `prefetch` does not count.
+    """
+    return concurrency + WORKER_EXTRA_CONNECTIONS
+
+
+class PostgresBackend:
+    """The PostgreSQL backend. Build with `PostgresBackend.from_url`."""
+
+    def __init__(self, options: PostgresOptions) -> None:
+        self._options = options
+        self._queries = Queries(options.schema)
+        self._recovery_sql = RecoverySql(self._queries)
+        self._claim_sql = {kind: self._queries.claim(queue_count=kind) for kind in (None, 1, 2)}
+        self._pool: asyncpg.Pool | None = None
+        self._pool_size = options.max_size
+        self._schema_ready = False
+        self._connect_lock = asyncio.Lock()
+        self._listener: NotificationListener | None = None
+        # Notification counter as of the last claim: lets `wait_for_jobs`
+        # return at once when a job arrived between an empty claim and the wait.
+        self._seen_before_claim = 0
+        self._capabilities = BackendCapabilities(
+            push_wakeup=options.listen,
+            transactional_enqueue=True,
+            shared_across_processes=True,
+        )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> PostgresBackend:
+        """Parse `url` and the options; opens nothing.
+
+        Options (keyword, or URL query parameter): `namespace` (a schema;
+        default ``public``), `min_size`/``pool_min_size`` (default 1),
+        `max_size`/``pool_max_size`` (default 10, grown by `prepare_worker`
+        when not given), `listen` (default true; false polls instead of
+        LISTEN/NOTIFY), `statement_cache_size` (asyncpg's; 0 for PgBouncer
+        older than 1.21 in transaction mode), `connect_timeout` (seconds).
+        """
+        return cls(parse_options(url, options))
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return self._capabilities
+
+    @property
+    def options(self) -> PostgresOptions:
+        return self._options
+
+    @property
+    def channel(self) -> str:
+        """The NOTIFY channel this backend's namespace uses."""
+        return self._options.channel
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({self._options.address}/{self._options.database}, schema={self._options.schema!r})"
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def connect(self) -> None:
+        async with self._connect_lock:
+            if self._pool is None:
+                self._pool = await open_pool(self._options, max_size=self._pool_size)
+            if not self._schema_ready:
+                await self._migrate(only_if_missing=True)
+
+    async def close(self) -> None:
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            await listener.stop()
+        pool, self._pool = self._pool, None
+        self._schema_ready = False
+        if pool is not None:
+            await _close_pool(pool)
+
+    async def setup(self) -> None:
+        await self._ensure_pool()
+        await self._migrate(only_if_missing=False)
+
+    async def prepare_worker(self, *, concurrency: int, prefetch: int) -> None:
+        await self._ensure_pool()
+        needed = required_pool_size(concurrency)
+        if self._pool_size < needed:
+            if self._options.max_size_explicit:
+                raise SoniqError(
+                    f"the PostgreSQL pool allows {self._pool_size} connections, but a worker with "
+                    f"concurrency={concurrency} needs at least {needed} (one per slot, one for claims, "
+                    f"one for heartbeats); raise it to {needed} with ?pool_max_size={needed} in the "
+                    f"database URL (or max_size={needed}), or lower concurrency"
+                )
+            await self._grow_pool(needed)
+        if self._options.listen:
+            await self._start_listener(wait=self._options.connect_timeout)
+
+    async def drop_schema(self) -> None:
+        pool = await self._ensure_pool()
+        schema = quote_ident(self._options.schema)
+        async with translated(self._options), pool.acquire() as connection:
+            if self._options.schema == DEFAULT_SCHEMA:
+                await connection.execute(
+                    f"DROP TABLE IF EXISTS {schema}.soniq_jobs, {schema}.soniq_dead_letter_jobs, "
+                    f"{schema}.soniq_workers, {schema}.soniq_migrations"
+                )
+            else:
+                await connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        self._schema_ready = False
+
+    # -- producers ---------------------------------------------------------
+
+    async def enqueue_jobs(self, *, jobs: Sequence[NewJob], connection: Any = None) -> None:
+        if not jobs:
+            return
+        queues = sorted({job.queue for job in jobs})
+        payload = ",".join(queues)
+        if len(payload) > 7000:  # NOTIFY payloads stop at 8000 bytes; empty means "any queue"
+            payload = ""
+        params = (
+            [job.id for job in jobs],
+            [job.job_name for job in jobs],
+            [to_json(dict(job.args)) for job in jobs],
+            [job.queue for job in jobs],
+            [job.priority for job in jobs],
+            [utc(job.scheduled_at) for job in jobs],
+            [job.max_attempts for job in jobs],
+            [optional_json(job.trace_context) for job in jobs],
+            self._options.channel,
+            payload,
+        )
+        if connection is not None:
+            await self._ensure_schema()
+            # The caller's transaction: NOTIFY is delivered only if it commits.
+            async with translated(self._options):
+                await connection.fetchrow(self._queries.enqueue, *params)
+            return
+        async with self._connection() as conn:
+            await conn.fetchrow(self._queries.enqueue, *params)
+
+    async def get_job(self, *, job_id: str) -> JobRecord | None:
+        async with self._connection() as conn:
+            row = await conn.fetchrow(self._queries.get_job, job_id)
+        return None if row is None else job_record(row)
+
+    async def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[JobRecord]:
+        args: list[Any] = []
+        if queue is not None:
+            args.append(queue)
+        if status is not None:
+            args.append(JobStatus(status).value)
+        sql = self._queries.list_jobs(by_queue=queue is not None, by_status=status is not None)
+        async with self._connection() as conn:
+            rows = await conn.fetch(sql, *args, limit, offset)
+        return [job_record(row) for row in rows]
+
+    async def cancel_job(self, *, job_id: str) -> bool:
+        async with self._connection() as conn:
+            return affected(await conn.execute(self._queries.cancel, job_id)) == 1
+
+    # -- the claim path ----------------------------------------------------
+
+    async def claim_jobs(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        limit: int,
+        mark_started: bool,
+    ) -> list[JobRecord]:
+        if limit <= 0 or (queues is not None and not queues):
+            return []
+        if self._listener is not None:
+            self._seen_before_claim = self._listener.sequence_for(queues)
+        args: tuple[Any, ...]
+        if queues is None:
+            sql, args = self._claim_sql[None], ()
+        elif len(queues) == 1:
+            sql, args = self._claim_sql[1], (queues[0],)
+        else:
+            sql, args = self._claim_sql[2], (list(queues),)
+        async with self._connection() as conn:
+            rows = await conn.fetch(sql, worker_id, limit, mark_started, *args)
+        return sorted((job_record(row) for row in rows), key=claim_order)
+
+    async def mark_started(self, *, job_id: str, worker_id: str) -> bool:
+        return await self._fenced(self._queries.mark_started, job_id, worker_id)
+
+    async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
+        return await self._fenced(self._queries.complete, job_id, worker_id, to_json(result))
+
+    async def _complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
+        """Private batching variant of `complete_job`: the ids actually completed."""
+        if not results:
+            return set()
+        ids = [job_id for job_id, _ in results]
+        payloads = [to_json(value) for _, value in results]
+        async with self._connection() as conn:
+            rows = await conn.fetch(self._queries.complete_many, ids, worker_id, payloads)
+        return {row["id"] for row in rows}
+
+    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
+        return await self._fenced(self._queries.retry, job_id, worker_id, error, utc(scheduled_at))
+
+    async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
+        return await self._fenced(self._queries.snooze, job_id, worker_id, utc(scheduled_at))
+
+    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
+        async with self._connection() as conn:
+            moved = await conn.fetchval(self._queries.dead_letter, job_id, worker_id, error, str(reason))
+        return moved is not None
+
+    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
+        return await self._fenced(self._queries.nack, job_id, worker_id)
+
+    async def _fenced(self, sql: str, *args: Any) -> bool:
+        async with self._connection() as conn:
+            return affected(await conn.execute(sql, *args)) == 1
+
+    # -- workers -----------------------------------------------------------
+
+    async def register_worker(self, *, worker: WorkerInfo) -> None:
+        queues = None if worker.queues is None else list(worker.queues)
+        async with self._connection() as conn:
+            await conn.execute(
+                self._queries.register_worker, worker.id, worker.hostname, worker.pid, queues, worker.concurrency
+            )
+
+    async def heartbeat(self, *, worker_id: str, status: WorkerStatus | None = None) -> bool:
+        value = None if status is None else WorkerStatus(status).value
+        async with self._connection() as conn:
+            return affected(await conn.execute(self._queries.heartbeat, worker_id, value)) == 1
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        async with self._connection() as conn:
+            rows = await conn.fetch(self._queries.list_workers)
+        return [worker_record(row) for row in rows]
+
+    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
+        async with self._connection() as conn:
+            return await recover_stale_workers(
+                conn,
+                queries=self._queries,
+                sql=self._recovery_sql,
+                heartbeat_timeout=float(heartbeat_timeout),
+                policy=StaleJobPolicy(policy),
+            )
+
+    # -- observation -------------------------------------------------------
+
+    async def queue_stats(self, *, queue: str | None = None) -> QueueStats:
+        async with self._connection() as conn:
+            if queue is None:
+                row = await conn.fetchrow(self._queries.stats_all)
+            else:
+                row = await conn.fetchrow(self._queries.stats_queue, queue)
+        assert row is not None
+        counts = {key: int(row[key]) for key in ("queued", "processing", "done", "cancelled", "dead_letter")}
+        return QueueStats(total=sum(counts.values()), **counts)
+
+    async def wait_for_jobs(self, *, queues: Sequence[str] | None, timeout: float) -> None:
+        if not self._options.listen:
+            await asyncio.sleep(max(timeout, 0.0))
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout, 0.0)
+        listener = await self._start_listener(wait=max(timeout, 0.0))
+        latest = listener.sequence_for(queues)
+        if latest != self._seen_before_claim:
+            self._seen_before_claim = latest
+            return
+        # While the LISTEN connection is down this is a plain sleep (the
+        # listener wakes waiters when it reconnects).
+        await listener.wait(queues=queues, timeout=max(deadline - loop.time(), 0.0))
+        self._seen_before_claim = listener.sequence_for(queues)
+
+    # -- dead letters ------------------------------------------------------
+
+    async def list_dead_letter(
+        self, *, queue: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[DeadLetterRecord]:
+        sql = self._queries.list_dead(by_queue=queue is not None)
+        args: tuple[Any, ...] = (queue, limit, offset) if queue is not None else (limit, offset)
+        async with self._connection() as conn:
+            rows = await conn.fetch(sql, *args)
+        return [dead_letter_record(row) for row in rows]
+
+    async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
+        async with self._connection() as conn:
+            row = await conn.fetchrow(self._queries.get_dead, job_id)
+        return None if row is None else dead_letter_record(row)
+
+    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
+        async with self._connection() as conn:
+            row = await conn.fetchrow(
+                self._queries.replay_dead, job_id, new_job_id, utc(scheduled_at), self._options.channel
+            )
+        return None if row is None else str(row["id"])
+
+    async def purge_dead_letter(self, *, job_id: str) -> bool:
+        async with self._connection() as conn:
+            return affected(await conn.execute(self._queries.purge_dead, job_id)) == 1
+
+    # -- internals ---------------------------------------------------------
+
+    async def _ensure_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            async with self._connect_lock:
+                if self._pool is None:
+                    self._pool = await open_pool(self._options, max_size=self._pool_size)
+        return self._pool
+
+    async def _ensure_schema(self) -> None:
+        if not self._schema_ready:
+            await self._ensure_pool()
+            await self._migrate(only_if_missing=True)
+
+    async def _migrate(self, *, only_if_missing: bool) -> None:
+        assert self._pool is not None
+        async with translated(self._options), self._pool.acquire() as conn:
+            if not (only_if_missing and await migrations.is_current(conn, self._options.schema)):
+                await migrations.migrate(conn, self._options.schema)
+        self._schema_ready = True
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pool connection, with lost connections raised as `BackendUnavailableError`.
+
+        asyncpg discards a broken connection when it is released, so the next
+        call gets a fresh one: the pool recovers without help.
+        """
+        if not self._schema_ready:
+            await self._ensure_schema()
+        pool = self._pool
+        assert pool is not None
+        async with translated(self._options), pool.acquire() as conn:
+            try:
+                yield conn
+            except Exception as exc:
+                if is_connection_fault(exc) and not conn.is_closed():
+                    # Do not hand a half-broken connection back to the pool.
+                    conn.terminate()
+                raise
+
+    async def _grow_pool(self, size: int) -> None:
+        async with self._connect_lock:
+            old = self._pool
+            self._pool = await open_pool(self._options, max_size=size)
+            self._pool_size = size
+        if old is not None:
+            await _close_pool(old)
+
+    async def _start_listener(self, *, wait: float) -> NotificationListener:
+        if self._listener is None:
+            options = self._options
+
+            async def connect() -> asyncpg.Connection:
+                return await open_connection(options, application_name=options.listen_application_name)
+
+            self._listener = NotificationListener(connect=connect, channel=options.channel)
+        await self._listener.start(wait=wait)
+        return self._listener
+
+
+async def _close_pool(pool: asyncpg.Pool) -> None:
+    try:
+        await asyncio.wait_for(pool.close(), 10.0)
+    except (TimeoutError, Exception):
+        pool.terminate()

@@ -1,0 +1,148 @@
+"""Versioned schema migrations, applied under a transaction-scoped advisory lock.
+
+Each migration runs once per namespace (schema) and is recorded in
+`soniq_migrations`. Several hosts running `soniq setup` at the same moment
+serialise on `pg_advisory_xact_lock`, so exactly one applies each version and
+the others find it recorded. Migrations are append-only: never edit a
+released one, add the next number instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import asyncpg
+
+from soniq_postgres.options import quote_ident
+
+# Advisory lock class ids (first key); the second key is hashtext(schema).
+MIGRATION_LOCK = 0x50C1_0001
+RECOVERY_LOCK = 0x50C1_0002
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+    """Uses `{schema}` for the quoted schema name."""
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        1,
+        "initial",
+        """
+-- JSON columns are `json`, not `jsonb`: jsonb cannot hold the NUL character
+-- (U+0000), which job arguments may contain, and Soniq never queries inside them.
+CREATE TABLE {schema}.soniq_jobs (
+    id            text        PRIMARY KEY,
+    job_name      text        NOT NULL,
+    args          json        NOT NULL DEFAULT '{{}}',
+    status        text        NOT NULL DEFAULT 'queued'
+                  CONSTRAINT soniq_jobs_status_check
+                  CHECK (status IN ('queued', 'processing', 'done', 'cancelled')),
+    attempts      integer     NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+    max_attempts  integer     NOT NULL DEFAULT 1 CHECK (max_attempts >= 1),
+    queue         text        NOT NULL DEFAULT 'default',
+    priority      integer     NOT NULL DEFAULT 100,
+    scheduled_at  timestamptz NOT NULL DEFAULT now(),
+    last_error    text,
+    worker_id     text,
+    result        json,
+    trace_context json,
+    started_at    timestamptz,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    updated_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- The claim path: an ordered scan of only the queued rows, for one queue ...
+CREATE INDEX soniq_jobs_claim_queue_idx
+    ON {schema}.soniq_jobs (queue, priority, scheduled_at, created_at, id)
+    WHERE status = 'queued';
+-- ... and across every queue, so neither needs a sort of the backlog.
+CREATE INDEX soniq_jobs_claim_any_idx
+    ON {schema}.soniq_jobs (priority, scheduled_at, created_at, id)
+    WHERE status = 'queued';
+-- Stale recovery looks up the rows held by dead workers.
+CREATE INDEX soniq_jobs_processing_idx
+    ON {schema}.soniq_jobs (worker_id)
+    WHERE status = 'processing';
+CREATE INDEX soniq_jobs_created_idx ON {schema}.soniq_jobs (created_at DESC, id DESC);
+CREATE INDEX soniq_jobs_queue_status_idx ON {schema}.soniq_jobs (queue, status);
+
+CREATE TABLE {schema}.soniq_dead_letter_jobs (
+    id                      text        PRIMARY KEY,
+    job_name                text        NOT NULL,
+    args                    json        NOT NULL DEFAULT '{{}}',
+    queue                   text        NOT NULL,
+    attempts                integer     NOT NULL DEFAULT 0,
+    max_attempts            integer     NOT NULL DEFAULT 1,
+    priority                integer     NOT NULL DEFAULT 100,
+    last_error              text,
+    dead_letter_reason      text        NOT NULL,
+    moved_to_dead_letter_at timestamptz NOT NULL DEFAULT now(),
+    resurrection_count      integer     NOT NULL DEFAULT 0,
+    last_resurrection_at    timestamptz
+);
+CREATE INDEX soniq_dead_letter_moved_idx
+    ON {schema}.soniq_dead_letter_jobs (moved_to_dead_letter_at DESC, id DESC);
+
+CREATE TABLE {schema}.soniq_workers (
+    id             text        PRIMARY KEY,
+    hostname       text        NOT NULL,
+    pid            integer     NOT NULL,
+    queues         text[],
+    concurrency    integer     NOT NULL,
+    status         text        NOT NULL DEFAULT 'active'
+                   CONSTRAINT soniq_workers_status_check
+                   CHECK (status IN ('active', 'stopping', 'stopped')),
+    last_heartbeat timestamptz NOT NULL DEFAULT now(),
+    started_at     timestamptz NOT NULL DEFAULT now()
+);
+""",
+    ),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version
+
+
+async def applied_versions(connection: asyncpg.Connection, schema: str) -> set[int]:
+    exists = await connection.fetchval("SELECT to_regclass($1)", f"{quote_ident(schema)}.soniq_migrations")
+    if exists is None:
+        return set()
+    rows = await connection.fetch(f"SELECT version FROM {quote_ident(schema)}.soniq_migrations")
+    return {int(row["version"]) for row in rows}
+
+
+async def is_current(connection: asyncpg.Connection, schema: str) -> bool:
+    """Cheap check, taken without the lock, that nothing is left to apply."""
+    return LATEST_VERSION in await applied_versions(connection, schema)
+
+
+async def migrate(connection: asyncpg.Connection, schema: str) -> list[int]:
+    """Apply every missing migration in one transaction; return the versions applied."""
+    quoted = quote_ident(schema)
+    async with connection.transaction():
+        await connection.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", MIGRATION_LOCK, schema)
+        await connection.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
+        await connection.execute(
+            f"""CREATE TABLE IF NOT EXISTS {quoted}.soniq_migrations (
+                    version    integer     PRIMARY KEY,
+                    name       text        NOT NULL,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )"""
+        )
+        done = await applied_versions(connection, schema)
+        applied: list[int] = []
+        for migration in MIGRATIONS:
+            if migration.version in done:
+                continue
+            await connection.execute(migration.sql.format(schema=quoted))
+            await connection.execute(
+                f"INSERT INTO {quoted}.soniq_migrations (version, name) VALUES ($1, $2)",
+                migration.version,
+                migration.name,
+            )
+            applied.append(migration.version)
+    return applied

@@ -1,0 +1,210 @@
+"""Backend options: the URL, its Soniq-specific query parameters, and keywords.
+
+Soniq's own parameters are removed from the URL before it reaches asyncpg
+(which would otherwise send unknown parameters to the server as settings).
+A keyword given to `from_url` wins over the same parameter in the URL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
+
+from soniq.errors import InvalidURLError
+
+DEFAULT_SCHEMA = "public"
+BASE_CHANNEL = "soniq_new_job"
+DEFAULT_MAX_SIZE = 10
+DEFAULT_MIN_SIZE = 1
+DEFAULT_CONNECT_TIMEOUT = 10.0
+
+# PostgreSQL truncates identifiers (and rejects channel names) at 63 bytes.
+_MAX_IDENTIFIER = 63
+_SCHEMA_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# keyword option -> URL query parameter
+_URL_PARAMETERS: dict[str, str] = {
+    "namespace": "namespace",
+    "min_size": "pool_min_size",
+    "max_size": "pool_max_size",
+    "listen": "listen",
+    "statement_cache_size": "statement_cache_size",
+    "connect_timeout": "connect_timeout",
+}
+ACCEPTED_OPTIONS: tuple[str, ...] = tuple(_URL_PARAMETERS)
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresOptions:
+    """Everything a `PostgresBackend` needs to open its connections."""
+
+    dsn: str
+    """The URL handed to asyncpg, without Soniq's parameters."""
+    host: str
+    port: int
+    database: str
+    user: str
+    schema: str
+    min_size: int
+    max_size: int
+    max_size_explicit: bool
+    """False when the pool size is the default, which `prepare_worker` may grow."""
+    listen: bool
+    statement_cache_size: int
+    connect_timeout: float
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def channel(self) -> str:
+        """The LISTEN/NOTIFY channel: `soniq_new_job`, suffixed by the namespace."""
+        if self.schema == DEFAULT_SCHEMA:
+            return BASE_CHANNEL
+        candidate = f"{BASE_CHANNEL}_{self.schema}"
+        if len(candidate) <= _MAX_IDENTIFIER:
+            return candidate
+        digest = hashlib.sha1(self.schema.encode()).hexdigest()[:16]
+        return f"{BASE_CHANNEL}_{digest}"
+
+    @property
+    def application_name(self) -> str:
+        """Shown in `pg_stat_activity`, so operators can tell Soniq's connections apart."""
+        name = "soniq" if self.schema == DEFAULT_SCHEMA else f"soniq/{self.schema}"
+        return name[:_MAX_IDENTIFIER]
+
+    @property
+    def listen_application_name(self) -> str:
+        name = "soniq-listen" if self.schema == DEFAULT_SCHEMA else f"soniq-listen/{self.schema}"
+        return name[:_MAX_IDENTIFIER]
+
+
+def quote_ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _bool(option: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"option '{option}' expects true or false, got {value!r}")
+
+
+def _int(option: str, value: Any, *, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"option '{option}' expects a whole number, got {value!r}")
+    try:
+        number = int(str(value).strip()) if isinstance(value, str) else int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"option '{option}' expects a whole number, got {value!r}") from None
+    if number < minimum:
+        raise ValueError(f"option '{option}' must be at least {minimum}, got {value!r}")
+    return number
+
+
+def _float(option: str, value: Any) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"option '{option}' expects a number of seconds, got {value!r}") from None
+    if not number > 0:
+        raise ValueError(f"option '{option}' must be greater than 0, got {value!r}")
+    return number
+
+
+def _schema(value: Any) -> str:
+    if value is None or value == "":
+        return DEFAULT_SCHEMA
+    if not isinstance(value, str) or not _SCHEMA_NAME.match(value) or len(value) > _MAX_IDENTIFIER:
+        raise ValueError(
+            f"option 'namespace' must be a PostgreSQL schema name of letters, digits and underscores "
+            f"(at most {_MAX_IDENTIFIER} characters, not starting with a digit), got {value!r}"
+        )
+    return value
+
+
+def parse_options(url: str, options: Mapping[str, Any]) -> PostgresOptions:
+    """Validate the URL and the keywords; raise `TypeError` for an unknown keyword."""
+    unknown = sorted(set(options) - set(ACCEPTED_OPTIONS))
+    if unknown:
+        raise TypeError(
+            f"unknown option(s) for the PostgreSQL backend: {', '.join(unknown)}; "
+            f"accepted options: {', '.join(ACCEPTED_OPTIONS)}"
+        )
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise InvalidURLError(f"invalid PostgreSQL URL {url!r}: {exc}") from None
+    scheme = parts.scheme.split("+", 1)[0].lower()
+    if scheme not in ("postgresql", "postgres"):
+        raise InvalidURLError(f"not a PostgreSQL URL (expected postgresql://...): {url!r}")
+
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    ours = {name: value for name, value in query if name in _URL_PARAMETERS.values()}
+    kept = [(name, value) for name, value in query if name not in _URL_PARAMETERS.values()]
+    raw: dict[str, Any] = {}
+    for option, parameter in _URL_PARAMETERS.items():
+        if option in options:
+            raw[option] = options[option]
+        elif parameter in ours:
+            raw[option] = ours[parameter]
+
+    try:
+        schema = _schema(raw.get("namespace"))
+        max_size = _int("max_size", raw["max_size"], minimum=1) if "max_size" in raw else DEFAULT_MAX_SIZE
+        min_size = _int("min_size", raw["min_size"], minimum=0) if "min_size" in raw else None
+        listen = _bool("listen", raw["listen"]) if "listen" in raw else True
+        cache = _int("statement_cache_size", raw.get("statement_cache_size", 100), minimum=0)
+        timeout = _float("connect_timeout", raw.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
+    except ValueError as exc:
+        raise InvalidURLError(f"{exc} (PostgreSQL URL {_redact(parts)!r})") from None
+    if min_size is None:
+        min_size = min(DEFAULT_MIN_SIZE, max_size)
+    if min_size > max_size:
+        raise InvalidURLError(f"option 'min_size' ({min_size}) must not exceed 'max_size' ({max_size})")
+
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(kept), parts.fragment))
+    host, port = _address(parts, dict(kept))
+    return PostgresOptions(
+        dsn=dsn,
+        host=host,
+        port=port,
+        database=parts.path.lstrip("/") or os.environ.get("PGDATABASE", "") or (parts.username or ""),
+        user=parts.username or os.environ.get("PGUSER", ""),
+        schema=schema,
+        min_size=min_size,
+        max_size=max_size,
+        max_size_explicit="max_size" in raw,
+        listen=listen,
+        statement_cache_size=cache,
+        connect_timeout=timeout,
+    )
+
+
+def _address(parts: SplitResult, query: Mapping[str, str]) -> tuple[str, int]:
+    """Where the URL points, for error messages; mirrors libpq's defaults."""
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    host = parts.hostname or query.get("host") or os.environ.get("PGHOST") or "localhost"
+    if port is None:
+        port = int(query.get("port") or os.environ.get("PGPORT") or 5432)
+    return host, port
+
+
+def _redact(parts: SplitResult) -> str:
+    netloc = parts.netloc
+    if parts.password is not None:
+        netloc = netloc.replace(f":{parts.password}@", ":***@")
+    return str(urlunsplit((parts.scheme, netloc, parts.path, parts.query, "")))

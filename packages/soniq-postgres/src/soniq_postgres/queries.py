@@ -1,0 +1,189 @@
+"""The SQL of every operation, with table names qualified by the namespace's schema.
+
+Names are qualified rather than set through `search_path` because
+transactional enqueue runs on the caller's own connection, whose
+`search_path` is theirs. JSON travels as text and is cast in SQL, so a JSON
+codec the caller registered on their connection cannot change what is stored.
+Every statement is a single round trip; asyncpg prepares and caches each.
+"""
+
+from __future__ import annotations
+
+from soniq_postgres.options import quote_ident
+
+JOB_COLUMNS = (
+    "id, job_name, args::text AS args, status, attempts, max_attempts, queue, priority, "
+    "scheduled_at, last_error, worker_id, result::text AS result, created_at, updated_at, "
+    "started_at, trace_context::text AS trace_context"
+)
+DEAD_COLUMNS = (
+    "id, job_name, args::text AS args, queue, attempts, last_error, dead_letter_reason, "
+    "moved_to_dead_letter_at, resurrection_count, last_resurrection_at, max_attempts, priority"
+)
+WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at"
+_CLAIM_ORDER = "priority, scheduled_at, created_at, id"
+_OWNED = "id = $1 AND status = 'processing' AND worker_id = $2"
+
+
+class Queries:
+    """SQL text for one schema."""
+
+    def __init__(self, schema: str) -> None:
+        s = quote_ident(schema)
+        self.schema = schema
+        self.jobs = f"{s}.soniq_jobs"
+        self.dead = f"{s}.soniq_dead_letter_jobs"
+        self.workers = f"{s}.soniq_workers"
+        jobs, dead = self.jobs, self.dead
+
+        # $1 ids, $2 names, $3 args, $4 queues, $5 priorities, $6 scheduled_at,
+        # $7 max_attempts, $8 trace contexts, $9 channel, $10 payload.
+        # clock_timestamp() per row keeps a batch's created_at in list order.
+        self.enqueue = f"""
+WITH inserted AS (
+    INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
+                        trace_context, status, attempts, created_at, updated_at)
+    SELECT i, n, a::json, q, p, s, m, t::json, 'queued', 0, clock_timestamp(), clock_timestamp()
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
+                $6::timestamptz[], $7::int[], $8::text[]) AS r(i, n, a, q, p, s, m, t)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
+
+        self.get_job = f"SELECT {JOB_COLUMNS} FROM {jobs} WHERE id = $1"
+        self.cancel = f"""
+UPDATE {jobs} SET status = 'cancelled', updated_at = now()
+WHERE id = $1 AND status = 'queued'"""
+
+        self.mark_started = f"UPDATE {jobs} SET started_at = now(), updated_at = now() WHERE {_OWNED}"
+        self.complete = f"""
+UPDATE {jobs} SET status = 'done', result = $3::text::json, worker_id = NULL, updated_at = now()
+WHERE {_OWNED}"""
+        self.complete_many = f"""
+UPDATE {jobs} AS j SET status = 'done', result = r.result::json, worker_id = NULL, updated_at = now()
+FROM unnest($1::text[], $3::text[]) AS r(id, result)
+WHERE j.id = r.id AND j.status = 'processing' AND j.worker_id = $2
+RETURNING j.id"""
+        self.retry = f"""
+UPDATE {jobs} SET status = 'queued', attempts = attempts + 1, last_error = $3, scheduled_at = $4,
+                  worker_id = NULL, started_at = NULL, updated_at = now()
+WHERE {_OWNED}"""
+        self.snooze = f"""
+UPDATE {jobs} SET status = 'queued', scheduled_at = $3, worker_id = NULL, started_at = NULL,
+                  updated_at = now()
+WHERE {_OWNED}"""
+        self.nack = f"""
+UPDATE {jobs} SET status = 'queued', worker_id = NULL, updated_at = now(), scheduled_at = now(),
+                  started_at = NULL
+WHERE {_OWNED}"""
+        # One statement, so the delete and the insert commit together or not at all.
+        self.dead_letter = f"""
+WITH moved AS (
+    DELETE FROM {jobs} WHERE {_OWNED}
+    RETURNING id, job_name, args, queue, attempts, max_attempts, priority
+)
+INSERT INTO {dead} (id, job_name, args, queue, attempts, max_attempts, priority,
+                    last_error, dead_letter_reason, moved_to_dead_letter_at)
+SELECT id, job_name, args, queue, attempts + 1, max_attempts, priority, $3, $4, now() FROM moved
+ON CONFLICT (id) DO UPDATE SET
+    job_name = EXCLUDED.job_name, args = EXCLUDED.args, queue = EXCLUDED.queue,
+    attempts = EXCLUDED.attempts, max_attempts = EXCLUDED.max_attempts,
+    priority = EXCLUDED.priority, last_error = EXCLUDED.last_error,
+    dead_letter_reason = EXCLUDED.dead_letter_reason,
+    moved_to_dead_letter_at = EXCLUDED.moved_to_dead_letter_at
+RETURNING id"""
+
+        self.register_worker = f"""
+INSERT INTO {self.workers} (id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at)
+VALUES ($1, $2, $3, $4, $5, 'active', now(), now())
+ON CONFLICT (id) DO UPDATE SET
+    hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
+    concurrency = EXCLUDED.concurrency, status = 'active',
+    last_heartbeat = EXCLUDED.last_heartbeat, started_at = EXCLUDED.started_at"""
+        self.heartbeat = f"""
+UPDATE {self.workers} SET last_heartbeat = now(), status = COALESCE($2, status)
+WHERE id = $1 AND status <> 'stopped'"""
+        self.list_workers = f"SELECT {WORKER_COLUMNS} FROM {self.workers} ORDER BY started_at, id"
+
+        self.stats_all = f"""
+SELECT (SELECT count(*) FROM {jobs} WHERE status = 'queued') AS queued,
+       (SELECT count(*) FROM {jobs} WHERE status = 'processing') AS processing,
+       (SELECT count(*) FROM {jobs} WHERE status = 'done') AS done,
+       (SELECT count(*) FROM {jobs} WHERE status = 'cancelled') AS cancelled,
+       (SELECT count(*) FROM {dead}) AS dead_letter"""
+        self.stats_queue = f"""
+SELECT (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'queued') AS queued,
+       (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'processing') AS processing,
+       (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'done') AS done,
+       (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'cancelled') AS cancelled,
+       (SELECT count(*) FROM {dead} WHERE queue = $1) AS dead_letter"""
+
+        self.get_dead = f"SELECT {DEAD_COLUMNS} FROM {dead} WHERE id = $1"
+        self.purge_dead = f"DELETE FROM {dead} WHERE id = $1"
+        # $1 dead-letter id, $2 new id, $3 scheduled_at, $4 channel.
+        self.replay_dead = f"""
+WITH revived AS (
+    UPDATE {dead} SET resurrection_count = resurrection_count + 1, last_resurrection_at = now()
+    WHERE id = $1
+    RETURNING job_name, args, queue, priority, max_attempts
+), inserted AS (
+    INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
+                        status, attempts, created_at, updated_at)
+    SELECT $2, job_name, args, queue, priority, $3, max_attempts, 'queued', 0, now(), now()
+    FROM revived
+    RETURNING id, queue
+)
+SELECT id, pg_notify($4, queue) FROM inserted"""
+
+    def claim(self, *, queue_count: int | None) -> str:
+        """The claim statement: one queue (`$5` text), several (`$5` text[]), or all (None).
+
+        The locked selection and the update are one statement, so a row is
+        either claimed by exactly one caller or left queued. The filter on
+        `status = 'queued'` matches the partial claim indexes, whose column
+        order is the ORDER BY, so the planner reads the first `limit` rows of
+        the index instead of sorting the backlog.
+        """
+        if queue_count is None:
+            queue_filter = ""
+        elif queue_count == 1:
+            queue_filter = "AND queue = $4::text"
+        else:
+            queue_filter = "AND queue = ANY($4::text[])"
+        return f"""
+WITH picked AS (
+    SELECT id FROM {self.jobs}
+    WHERE status = 'queued' AND scheduled_at <= now() {queue_filter}
+    ORDER BY {_CLAIM_ORDER}
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {self.jobs} AS j
+SET status = 'processing', worker_id = $1, updated_at = now(),
+    started_at = CASE WHEN $3::bool THEN now() END
+FROM picked
+WHERE j.id = picked.id
+RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
+
+    def list_jobs(self, *, by_queue: bool, by_status: bool) -> str:
+        conditions: list[str] = []
+        args = 0
+        if by_queue:
+            args += 1
+            conditions.append(f"queue = ${args}")
+        if by_status:
+            args += 1
+            conditions.append(f"status = ${args}")
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+        return (
+            f"SELECT {JOB_COLUMNS} FROM {self.jobs} {where} "
+            f"ORDER BY created_at DESC, id DESC LIMIT ${args + 1} OFFSET ${args + 2}"
+        )
+
+    def list_dead(self, *, by_queue: bool) -> str:
+        where = "WHERE queue = $1" if by_queue else ""
+        first = 2 if by_queue else 1
+        return (
+            f"SELECT {DEAD_COLUMNS} FROM {self.dead} {where} "
+            f"ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT ${first} OFFSET ${first + 1}"
+        )

@@ -1,0 +1,93 @@
+"""Driver rows to core's frozen records, and Python values to SQL parameters."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord, WorkerStatus
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def optional_json(value: Mapping[str, Any] | None) -> str | None:
+    return None if value is None else to_json(dict(value))
+
+
+def utc(value: datetime) -> datetime:
+    """asyncpg returns aware datetimes in UTC already; naive input is taken as UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def job_record(row: Mapping[str, Any]) -> JobRecord:
+    started = row["started_at"]
+    return JobRecord(
+        id=row["id"],
+        job_name=row["job_name"],
+        args=json.loads(row["args"]),
+        status=JobStatus(row["status"]),
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        queue=row["queue"],
+        priority=row["priority"],
+        scheduled_at=utc(row["scheduled_at"]),
+        last_error=row["last_error"],
+        worker_id=row["worker_id"],
+        result=_loads(row["result"]),
+        created_at=utc(row["created_at"]),
+        updated_at=utc(row["updated_at"]),
+        started_at=None if started is None else utc(started),
+        trace_context=_loads(row["trace_context"]),
+    )
+
+
+def dead_letter_record(row: Mapping[str, Any]) -> DeadLetterRecord:
+    revived = row["last_resurrection_at"]
+    return DeadLetterRecord(
+        id=row["id"],
+        job_name=row["job_name"],
+        args=json.loads(row["args"]),
+        queue=row["queue"],
+        attempts=row["attempts"],
+        last_error=row["last_error"],
+        dead_letter_reason=row["dead_letter_reason"],
+        moved_to_dead_letter_at=utc(row["moved_to_dead_letter_at"]),
+        resurrection_count=row["resurrection_count"],
+        last_resurrection_at=None if revived is None else utc(revived),
+        max_attempts=row["max_attempts"],
+        priority=row["priority"],
+    )
+
+
+def worker_record(row: Mapping[str, Any]) -> WorkerRecord:
+    queues = row["queues"]
+    return WorkerRecord(
+        id=row["id"],
+        hostname=row["hostname"],
+        pid=row["pid"],
+        queues=None if queues is None else tuple(queues),
+        concurrency=row["concurrency"],
+        status=WorkerStatus(row["status"]),
+        last_heartbeat=utc(row["last_heartbeat"]),
+        started_at=utc(row["started_at"]),
+    )
+
+
+def claim_order(record: JobRecord) -> tuple[int, datetime, datetime, str]:
+    return (record.priority, record.scheduled_at, record.created_at, record.id)
+
+
+def affected(status: str) -> int:
+    """The row count of a command tag such as ``UPDATE 1``."""
+    try:
+        return int(status.rsplit(" ", 1)[-1])
+    except ValueError:
+        return 0

@@ -1,0 +1,146 @@
+"""The claim path: one statement, no sort of the backlog, order, exclusivity."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+import pytest
+
+from soniq.records import JobStatus, NewJob
+from soniq_postgres import PostgresBackend
+from soniq_postgres.queries import Queries
+
+pytestmark = pytest.mark.asyncio
+
+
+def _plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from _plan_nodes(child)
+
+
+async def _fill(raw: asyncpg.Connection, namespace: str, count: int) -> None:
+    await raw.execute(
+        f"""INSERT INTO "{namespace}".soniq_jobs (id, job_name, queue, priority, scheduled_at, max_attempts)
+            SELECT 'bulk-' || g, 'tests.noop', CASE WHEN g % 10 = 0 THEN 'other' ELSE 'default' END,
+                   g % 7, now() - interval '1 minute' + g * interval '1 microsecond', 3
+            FROM generate_series(1, $1) AS g""",
+        count,
+    )
+    await raw.execute(f'ANALYZE "{namespace}".soniq_jobs')
+
+
+@pytest.mark.parametrize(("queue_count", "queue_args"), [(None, ()), (1, ("default",))])
+async def test_claim_plan_does_not_sort_the_queue(
+    backend: PostgresBackend,
+    raw: asyncpg.Connection,
+    namespace: str,
+    queue_count: int | None,
+    queue_args: tuple[str, ...],
+) -> None:
+    await _fill(raw, namespace, 100_000)
+    sql = Queries(namespace).claim(queue_count=queue_count)
+    explained = await raw.fetchval(f"EXPLAIN (FORMAT JSON) {sql}", "w", 10, True, *queue_args)
+    plan = json.loads(explained)[0]["Plan"]
+    nodes = list(_plan_nodes(plan))
+    kinds = [node["Node Type"] for node in nodes]
+    assert not {"Sort", "Incremental Sort"} & set(kinds), kinds
+    scanned = {node.get("Index Name") for node in nodes if node["Node Type"] == "Index Scan"}
+    assert scanned & {"soniq_jobs_claim_queue_idx", "soniq_jobs_claim_any_idx"}, kinds
+
+
+async def test_claim_takes_several_rows_in_priority_then_schedule_order(
+    backend: PostgresBackend, make_job: Callable[..., NewJob]
+) -> None:
+    now = datetime.now(UTC)
+    late = make_job(priority=100, scheduled_at=now - timedelta(seconds=1))
+    early = make_job(priority=100, scheduled_at=now - timedelta(seconds=5))
+    urgent = make_job(priority=1)
+    future = make_job(priority=0, scheduled_at=now + timedelta(hours=1))
+    await backend.enqueue_jobs(jobs=[late, early, urgent, future])
+
+    claimed = await backend.claim_jobs(worker_id="w1", queues=None, limit=10, mark_started=False)
+    assert [job.id for job in claimed] == [urgent.id, early.id, late.id]
+    assert all(job.status is JobStatus.PROCESSING and job.worker_id == "w1" for job in claimed)
+    assert all(job.started_at is None and job.attempts == 0 for job in claimed)
+
+
+async def test_claim_filters_by_queue_and_marks_started(
+    backend: PostgresBackend, make_job: Callable[..., NewJob]
+) -> None:
+    mail, sms, other = make_job(queue="mail"), make_job(queue="sms"), make_job(queue="other")
+    await backend.enqueue_jobs(jobs=[mail, sms, other])
+
+    one = await backend.claim_jobs(worker_id="w", queues=["sms"], limit=5, mark_started=True)
+    assert [job.id for job in one] == [sms.id]
+    assert one[0].started_at is not None
+    two = await backend.claim_jobs(worker_id="w", queues=["mail", "other"], limit=5, mark_started=False)
+    assert {job.id for job in two} == {mail.id, other.id}
+    assert await backend.claim_jobs(worker_id="w", queues=["mail", "sms", "other"], limit=5, mark_started=False) == []
+
+
+async def test_concurrent_claimers_in_separate_pools_never_share_a_row(
+    make_backend: Callable[..., Awaitable[PostgresBackend]], make_job: Callable[..., NewJob]
+) -> None:
+    producer = await make_backend()
+    jobs = [make_job() for _ in range(400)]
+    await producer.enqueue_jobs(jobs=jobs)
+    claimers = [await make_backend() for _ in range(4)]
+
+    async def drain(backend: PostgresBackend, worker: str) -> list[str]:
+        taken: list[str] = []
+        while batch := await backend.claim_jobs(worker_id=worker, queues=None, limit=7, mark_started=False):
+            taken.extend(job.id for job in batch)
+        return taken
+
+    results = await asyncio.gather(*(drain(b, f"w{i}") for i, b in enumerate(claimers) for _ in range(3)))
+    every = [job_id for taken in results for job_id in taken]
+    assert len(every) == len(set(every)) == len(jobs)
+
+
+async def test_fenced_writes_apply_only_for_the_owner(
+    backend: PostgresBackend, make_job: Callable[..., NewJob]
+) -> None:
+    job = make_job()
+    await backend.enqueue_jobs(jobs=[job])
+    await backend.claim_jobs(worker_id="owner", queues=None, limit=1, mark_started=True)
+    later = datetime.now(UTC) + timedelta(minutes=1)
+
+    assert not await backend.complete_job(job_id=job.id, worker_id="intruder", result=1)
+    assert not await backend.retry_job(job_id=job.id, worker_id="intruder", error="x", scheduled_at=later)
+    assert not await backend.snooze_job(job_id=job.id, worker_id="intruder", scheduled_at=later)
+    assert not await backend.nack_job(job_id=job.id, worker_id="intruder")
+    assert not await backend.mark_started(job_id=job.id, worker_id="intruder")
+    assert not await backend.dead_letter_job(job_id=job.id, worker_id="intruder", error="x", reason="zombie")
+    record = await backend.get_job(job_id=job.id)
+    assert record is not None
+    assert record.status is JobStatus.PROCESSING
+    assert record.worker_id == "owner"
+
+    assert await backend.complete_job(job_id=job.id, worker_id="owner", result={"n": [1, 2]})
+    done = await backend.get_job(job_id=job.id)
+    assert done is not None
+    assert done.status is JobStatus.DONE
+    assert done.result == {"n": [1, 2]}
+    assert done.worker_id is None
+
+
+async def test_private_batch_complete_is_fenced_per_row(
+    backend: PostgresBackend, make_job: Callable[..., NewJob]
+) -> None:
+    mine, theirs = make_job(), make_job()
+    await backend.enqueue_jobs(jobs=[mine, theirs])
+    await backend.claim_jobs(worker_id="a", queues=None, limit=1, mark_started=True)
+    await backend.claim_jobs(worker_id="b", queues=None, limit=1, mark_started=True)
+    first = await backend.get_job(job_id=mine.id)
+    owner_of_mine = first.worker_id if first else None
+    assert owner_of_mine in ("a", "b")
+
+    completed = await backend._complete_jobs(worker_id="a", results=[(mine.id, 1), (theirs.id, 2)])
+    a_row = mine.id if owner_of_mine == "a" else theirs.id
+    assert completed == {a_row}

@@ -1,0 +1,353 @@
+"""`RedisBackend`: Soniq's queue in Redis, every state change one Lua script.
+
+Rows are hashes (``job:<id>``, ``dead:<id>``, ``worker:<id>``). Due rows wait
+in a per-queue ready set whose members sort by priority, scheduled time,
+creation time and id; rows scheduled for later wait in a per-queue sorted set
+by time and are promoted by the claim script once due. Per-status and
+per-queue sorted sets (scored by creation time) serve listings and counts; a
+set per worker holds the rows it is processing. See ``docs/backends/redis.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, cast
+
+from redis.asyncio import Redis
+
+from soniq.backend import BACKEND_PROTOCOL_VERSION, BackendCapabilities
+from soniq.errors import SoniqError
+from soniq.records import (
+    DeadLetterRecord,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    QueueStats,
+    RecoveryResult,
+    StaleJobPolicy,
+    WorkerInfo,
+    WorkerRecord,
+    WorkerStatus,
+)
+from soniq_redis.connection import RedisTarget, translated_errors
+from soniq_redis.keys import KeySpace
+from soniq_redis.rows import (
+    dead_letter_record,
+    dumps,
+    job_record,
+    pairs,
+    text_map,
+    to_micros,
+    worker_record,
+)
+from soniq_redis.scripts import Scripts
+from soniq_redis.wakeup import WakeupListener
+
+SCHEMA_VERSION = 1
+# Ready-set members carry the priority in 16 fixed-width digits.
+PRIORITY_LIMIT = 10**15
+_SCAN_BATCH = 500
+
+
+def _queue_args(queues: Sequence[str] | None) -> list[str]:
+    if queues is None:
+        return ["1"]
+    return ["0", *dict.fromkeys(queues)]
+
+
+class RedisBackend:
+    """The Soniq backend for ``redis://`` and ``rediss://`` URLs."""
+
+    def __init__(self, target: RedisTarget) -> None:
+        self._target = target
+        self.keys = KeySpace.for_namespace(target.options["namespace"])
+        self._client: Redis | None = None
+        self._scripts: Scripts | None = None
+        self._wakeups: WakeupListener | None = None
+        self._connect_lock = asyncio.Lock()
+        self._claim_generation = 0
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisBackend:
+        """Parse the URL and options; opens nothing until `connect`."""
+        return cls(RedisTarget.parse(url, options))
+
+    def __repr__(self) -> str:
+        return f"RedisBackend({self._target.where}/{self._target.db}, prefix={self.keys.prefix!r})"
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return BackendCapabilities(
+            push_wakeup=True,
+            transactional_enqueue=False,
+            shared_across_processes=True,
+            protocol_version=BACKEND_PROTOCOL_VERSION,
+        )
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def connect(self) -> None:
+        async with self._connect_lock:
+            if self._client is not None:
+                return
+            client = self._target.client()
+            try:
+                with translated_errors(self._target):
+                    await client.ping()
+                    scripts = Scripts(client, self.keys.prefix)
+                    await scripts.load_all()
+                    await self._ensure_schema(client)
+            except BaseException:
+                await client.aclose()
+                raise
+            self._client, self._scripts = client, scripts
+            self._wakeups = WakeupListener(client, self.keys.wakeup_channel)
+
+    async def close(self) -> None:
+        wakeups, client = self._wakeups, self._client
+        self._wakeups, self._client, self._scripts = None, None, None
+        if wakeups is not None:
+            await wakeups.close()
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+
+    async def setup(self) -> None:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            await self._ensure_schema(client)
+
+    async def _ensure_schema(self, client: Redis) -> None:
+        stored = await client.get(self.keys.schema)
+        if stored is None:
+            await client.set(self.keys.schema, str(SCHEMA_VERSION), nx=True)
+        elif int(stored) > SCHEMA_VERSION:
+            raise SoniqError(
+                f"the Redis keys under {self.keys.prefix!r} were written by a newer soniq-redis "
+                f"(schema {stored!s}, this one knows {SCHEMA_VERSION}); upgrade soniq-redis"
+            )
+
+    async def prepare_worker(self, *, concurrency: int, prefetch: int) -> None:
+        limit = self._target.options["max_connections"]
+        # Each in-flight row may finish at the same moment, plus the claim loop
+        # and heartbeat, plus the pub/sub subscription.
+        needed = concurrency + prefetch + 2
+        if limit is not None and limit < needed:
+            raise SoniqError(
+                f"max_connections={limit} is too small for concurrency={concurrency} and "
+                f"prefetch={prefetch}: the Redis backend needs at least {needed}; raise max_connections "
+                "(or leave it unset)"
+            )
+        await self._ready()
+        assert self._wakeups is not None
+        await self._wakeups.start()
+
+    async def drop_schema(self) -> None:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            async for batch in self._scan_batches(client):
+                if batch:
+                    await client.unlink(*batch)
+
+    async def _scan_batches(self, client: Redis) -> Any:
+        batch: list[str] = []
+        async for key in client.scan_iter(match=self.keys.scan_pattern, count=_SCAN_BATCH):
+            if self.keys.owns(key):
+                batch.append(key)
+            if len(batch) >= _SCAN_BATCH:
+                yield batch
+                batch = []
+        yield batch
+
+    async def _ready(self) -> tuple[Redis, Scripts]:
+        if self._client is None:
+            await self.connect()
+        client, scripts = self._client, self._scripts
+        if client is None or scripts is None:
+            raise SoniqError("the Redis backend was closed while in use")
+        return client, scripts
+
+    async def _run(self, name: str, *args: str | int) -> Any:
+        _, scripts = await self._ready()
+        with translated_errors(self._target):
+            return await scripts.run(name, *args)
+
+    # -- producers -------------------------------------------------------------
+
+    async def enqueue_jobs(self, *, jobs: Sequence[NewJob], connection: Any = None) -> None:
+        if connection is not None:
+            raise SoniqError(
+                "the Redis backend cannot join a database transaction (transactional_enqueue is False); "
+                "enqueue without connection="
+            )
+        if not jobs:
+            return
+        args: list[str | int] = [JobStatus.QUEUED.value, len(jobs)]
+        for job in jobs:
+            if not -PRIORITY_LIMIT < job.priority < PRIORITY_LIMIT:
+                raise ValueError(f"priority must be between -{PRIORITY_LIMIT} and {PRIORITY_LIMIT}, got {job.priority}")
+            args += [
+                job.id,
+                job.job_name,
+                dumps(dict(job.args)),
+                job.queue,
+                job.priority,
+                to_micros(job.scheduled_at),
+                job.max_attempts,
+                "" if job.trace_context is None else dumps(dict(job.trace_context)),
+            ]
+        await self._run("enqueue", *args)
+
+    async def get_job(self, *, job_id: str) -> JobRecord | None:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            fields = await client.hgetall(self.keys.job(job_id))
+        return job_record(text_map(fields)) if fields else None
+
+    async def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[JobRecord]:
+        status_arg = "" if status is None else JobStatus(status).value
+        rows = await self._list("jobs", queue, status_arg, limit, offset)
+        return [job_record(pairs(row)) for row in rows]
+
+    async def _list(self, kind: str, queue: str | None, status: str, limit: int, offset: int) -> list[Any]:
+        has_queue = "0" if queue is None else "1"
+        rows = await self._run("list_jobs", kind, queue or "", has_queue, status, max(offset, 0), limit)
+        return cast(list[Any], rows)
+
+    async def cancel_job(self, *, job_id: str) -> bool:
+        return bool(await self._run("cancel", JobStatus.CANCELLED.value, job_id))
+
+    # -- the claim path ----------------------------------------------------------
+
+    async def claim_jobs(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        limit: int,
+        mark_started: bool,
+    ) -> list[JobRecord]:
+        if limit <= 0 or (queues is not None and not queues):
+            return []
+        if self._wakeups is not None:
+            # Read before claiming: a wake-up that lands while we claim must
+            # still cut the next wait short.
+            self._claim_generation = self._wakeups.generation
+        rows = await self._run(
+            "claim",
+            JobStatus.PROCESSING.value,
+            worker_id,
+            limit,
+            "1" if mark_started else "0",
+            *_queue_args(queues),
+        )
+        return [job_record(pairs(row)) for row in rows]
+
+    async def mark_started(self, *, job_id: str, worker_id: str) -> bool:
+        return bool(await self._run("mark_started", job_id, worker_id))
+
+    async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
+        return bool(await self._run("complete", JobStatus.DONE.value, job_id, worker_id, dumps(result)))
+
+    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
+        return bool(await self._run("requeue", "retry", job_id, worker_id, to_micros(scheduled_at), error))
+
+    async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
+        return bool(await self._run("requeue", "snooze", job_id, worker_id, to_micros(scheduled_at)))
+
+    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
+        return bool(await self._run("dead_letter", job_id, worker_id, error, str(reason)))
+
+    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
+        return bool(await self._run("requeue", "nack", job_id, worker_id, ""))
+
+    # -- workers -------------------------------------------------------------------
+
+    async def register_worker(self, *, worker: WorkerInfo) -> None:
+        queues = None if worker.queues is None else list(worker.queues)
+        await self._run(
+            "register_worker",
+            WorkerStatus.ACTIVE.value,
+            worker.id,
+            worker.hostname,
+            worker.pid,
+            json.dumps(queues),
+            worker.concurrency,
+        )
+
+    async def heartbeat(self, *, worker_id: str, status: WorkerStatus | None = None) -> bool:
+        status_arg = "" if status is None else WorkerStatus(status).value
+        return bool(await self._run("heartbeat", worker_id, status_arg))
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        rows = await self._run("list_workers")
+        return sorted((worker_record(pairs(row)) for row in rows), key=lambda w: (w.started_at, w.id))
+
+    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
+        timeout_us = max(0, round(heartbeat_timeout * 1_000_000))
+        stale, requeued, dead = await self._run("recover", timeout_us, StaleJobPolicy(policy).value)
+        return RecoveryResult(
+            stale_workers=tuple(stale),
+            requeued=tuple(requeued),
+            dead_lettered=tuple(dead),
+        )
+
+    # -- observation -----------------------------------------------------------------
+
+    async def queue_stats(self, *, queue: str | None = None) -> QueueStats:
+        counts = await self._run("queue_stats", queue or "", "0" if queue is None else "1")
+        queued, processing, done, cancelled, dead = (int(n) for n in counts)
+        return QueueStats(
+            total=queued + processing + done + cancelled + dead,
+            queued=queued,
+            processing=processing,
+            done=done,
+            dead_letter=dead,
+            cancelled=cancelled,
+        )
+
+    async def wait_for_jobs(self, *, queues: Sequence[str] | None, timeout: float) -> None:
+        if timeout <= 0:
+            return
+        await self._ready()
+        assert self._wakeups is not None
+        await self._wakeups.start(ready_timeout=min(timeout, 2.0))
+        # A row scheduled for later publishes nothing when it becomes due, so
+        # wake up in time for the earliest one.
+        with contextlib.suppress(SoniqError):
+            due_in_us = await self._run("next_due", *_queue_args(queues))
+            if due_in_us is not None and 0 < int(due_in_us) < timeout * 1_000_000:
+                timeout = int(due_in_us) / 1_000_000
+        await self._wakeups.wait(queues=queues, timeout=timeout, since=self._claim_generation)
+
+    # -- dead letters ----------------------------------------------------------------
+
+    async def list_dead_letter(
+        self, *, queue: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[DeadLetterRecord]:
+        rows = await self._list("dead", queue, "", limit, offset)
+        return [dead_letter_record(pairs(row)) for row in rows]
+
+    async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            fields = await client.hgetall(self.keys.dead(job_id))
+        return dead_letter_record(text_map(fields)) if fields else None
+
+    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
+        new_id = await self._run("replay", JobStatus.QUEUED.value, job_id, new_job_id, to_micros(scheduled_at))
+        return None if new_id is None else str(new_id)
+
+    async def purge_dead_letter(self, *, job_id: str) -> bool:
+        return bool(await self._run("purge", job_id))

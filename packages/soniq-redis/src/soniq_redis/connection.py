@@ -1,0 +1,130 @@
+"""The Redis URL, the accepted options, and how driver failures surface.
+
+A server that cannot be reached, or a connection that drops mid-operation,
+surfaces as `BackendUnavailableError` naming ``host:port``. The client is
+built without redis-py's automatic retries: a script whose reply was lost may
+already have run (a claim, say), and running it again would claim twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from redis.asyncio import Redis
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError
+
+SCHEMES = ("redis", "rediss")
+DEFAULT_PORT = 6379
+
+# Options `from_url` accepts beside the URL, with their defaults.
+ACCEPTED_OPTIONS: Mapping[str, Any] = {
+    "namespace": None,
+    "max_connections": None,
+    "socket_timeout": None,
+    "socket_connect_timeout": 5.0,
+    "client_name": None,
+}
+
+
+class StatusRejectedError(SoniqError, ValueError):
+    """A script refused to write a status outside the allowed set."""
+
+
+class DuplicateJobError(SoniqError, ValueError):
+    """An insert named a job id that already exists."""
+
+
+@dataclass(frozen=True, slots=True)
+class RedisTarget:
+    """A parsed ``redis://`` or ``rediss://`` URL and the options for the client."""
+
+    url: str
+    host: str
+    port: int
+    db: int
+    tls: bool
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @classmethod
+    def parse(cls, url: str, options: Mapping[str, Any]) -> RedisTarget:
+        unknown = sorted(set(options) - set(ACCEPTED_OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"unknown option(s) for the Redis backend: {', '.join(unknown)}; "
+                f"accepted options: {', '.join(ACCEPTED_OPTIONS)}"
+            )
+        try:
+            parts = urlsplit(url)
+            port = parts.port or DEFAULT_PORT
+        except ValueError as exc:
+            raise InvalidURLError(f"invalid Redis URL {url!r}: {exc}") from None
+        scheme = parts.scheme.lower()
+        if scheme not in SCHEMES:
+            raise InvalidURLError(f"invalid Redis URL {url!r}: expected redis://host:port/db or rediss://")
+        path = parts.path.strip("/")
+        try:
+            db = int(path) if path else 0
+        except ValueError:
+            raise InvalidURLError(f"invalid Redis URL {url!r}: the path must be a database number") from None
+        merged = {**ACCEPTED_OPTIONS, **options}
+        return cls(
+            url=url,
+            host=parts.hostname or "localhost",
+            port=port,
+            db=db,
+            tls=scheme == "rediss",
+            options=merged,
+        )
+
+    def client(self) -> Redis:
+        kwargs: dict[str, Any] = {
+            "decode_responses": True,
+            # Lone surrogates in queue or job names survive the round trip.
+            "encoding_errors": "surrogatepass",
+            "retry": Retry(NoBackoff(), 0),
+            "socket_connect_timeout": self.options["socket_connect_timeout"],
+        }
+        for name in ("max_connections", "socket_timeout", "client_name"):
+            if self.options[name] is not None:
+                kwargs[name] = self.options[name]
+        return Redis.from_url(self.url, **kwargs)
+
+
+def is_connection_failure(exc: BaseException) -> bool:
+    return isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError))
+
+
+@contextlib.contextmanager
+def translated_errors(target: RedisTarget) -> Iterator[None]:
+    """Driver errors as Soniq errors: unreachable server, refused status, duplicate id."""
+    try:
+        yield
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        raise BackendUnavailableError(f"Redis at {target.where} is unavailable: {exc}") from exc
+    except ResponseError as exc:
+        message = str(exc)
+        if message.startswith("SONIQ_STATUS"):
+            raise StatusRejectedError(_script_message(message)) from exc
+        if message.startswith("SONIQ_DUPLICATE"):
+            raise DuplicateJobError(_script_message(message)) from exc
+        raise
+
+
+def _script_message(message: str) -> str:
+    """The text a script raised, without Redis' code and script location."""
+    text = message.split(" ", 1)[1] if " " in message else message
+    return text.split(" script: ", 1)[0]

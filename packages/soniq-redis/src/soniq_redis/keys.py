@@ -1,0 +1,63 @@
+"""Where Soniq's state lives in Redis: one key prefix per namespace.
+
+Without a namespace every key starts with ``soniq:``; with one, with
+``soniq:{<namespace>}:``. The braces make the namespace a Redis Cluster hash
+tag (all of a namespace's keys hash to one slot, which multi-key scripts
+need), and they keep namespaces apart: no default key starts with ``soniq:{``,
+so dropping the default namespace never touches a named one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BASE_PREFIX = "soniq:"
+_GLOB_SPECIAL = frozenset("*?[]\\")
+
+
+def escape_glob(text: str) -> str:
+    """`text` as a literal inside a SCAN MATCH pattern."""
+    return "".join("\\" + ch if ch in _GLOB_SPECIAL else ch for ch in text)
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpace:
+    """The key prefix of one namespace and the few keys Python touches directly
+    (the Lua scripts build the rest from the same prefix)."""
+
+    prefix: str
+    namespace: str | None = None
+
+    @classmethod
+    def for_namespace(cls, namespace: str | None) -> KeySpace:
+        if namespace is None:
+            return cls(prefix=BASE_PREFIX)
+        if not isinstance(namespace, str) or not namespace:
+            raise ValueError(f"namespace must be a non-empty string, got {namespace!r}")
+        if "{" in namespace or "}" in namespace:
+            raise ValueError(f"namespace must not contain '{{' or '}}', got {namespace!r}")
+        return cls(prefix=f"{BASE_PREFIX}{{{namespace}}}:", namespace=namespace)
+
+    def job(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}"
+
+    def dead(self, job_id: str) -> str:
+        return f"{self.prefix}dead:{job_id}"
+
+    @property
+    def schema(self) -> str:
+        return f"{self.prefix}schema"
+
+    @property
+    def wakeup_channel(self) -> str:
+        return f"{self.prefix}new_job"
+
+    @property
+    def scan_pattern(self) -> str:
+        return escape_glob(self.prefix) + "*"
+
+    def owns(self, key: str) -> bool:
+        """Whether a key found by `scan_pattern` belongs to this namespace."""
+        if not key.startswith(self.prefix):
+            return False
+        return self.namespace is not None or not key.startswith(BASE_PREFIX + "{")

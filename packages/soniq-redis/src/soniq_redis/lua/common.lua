@@ -1,0 +1,141 @@
+-- Shared by every Soniq script (prepended to each). ARGV[1] is always the key
+-- prefix. Every script reads the clock with TIME, so all timestamps come from
+-- the server, and every status write goes through `transition`, which refuses a
+-- status outside the four before the script has written anything for that row.
+
+local P = ARGV[1]
+local STATUSES = {queued = true, processing = true, done = true, cancelled = true}
+local WORKER_STATUSES = {active = true, stopping = true, stopped = true}
+-- A ready-set member is "<priority:16>:<scheduled_at:18>:<created_at:18>:<id>";
+-- the id starts after the three fixed-width fields and their colons.
+local MEMBER_ID_OFFSET = 16 + 1 + 18 + 1 + 18 + 1 + 1
+local PRIORITY_OFFSET = 1000000000000000
+local MAX_TIME = 999999999999999999
+
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Lua turns numbers into strings with 14 significant digits; microsecond
+-- timestamps need 16, so every number written to Redis is formatted here.
+local function int(n)
+  return string.format('%d', n)
+end
+
+local function job_key(id) return P .. 'job:' .. id end
+local function dead_key(id) return P .. 'dead:' .. id end
+local function worker_key(id) return P .. 'worker:' .. id end
+local function ready_key(queue) return P .. 'ready:' .. queue end
+local function sched_key(queue) return P .. 'sched:' .. queue end
+local function wproc_key(worker) return P .. 'wproc:' .. worker end
+
+local function check_status(status)
+  if not STATUSES[status] then
+    error({err = 'SONIQ_STATUS refused to write job status "' .. tostring(status) ..
+      '": the only statuses are queued, processing, done and cancelled'})
+  end
+end
+
+local function check_worker_status(status)
+  if not WORKER_STATUSES[status] then
+    error({err = 'SONIQ_STATUS refused to write worker status "' .. tostring(status) ..
+      '": the only worker statuses are active, stopping and stopped'})
+  end
+end
+
+local function index_add(id, queue, status, created)
+  redis.call('ZADD', P .. 'st:' .. status, created, id)
+  redis.call('ZADD', P .. 'qs:' .. status .. ':' .. queue, created, id)
+end
+
+local function index_remove(id, queue, status)
+  redis.call('ZREM', P .. 'st:' .. status, id)
+  redis.call('ZREM', P .. 'qs:' .. status .. ':' .. queue, id)
+end
+
+-- The one place a job status is written.
+local function transition(id, queue, created, old, new)
+  check_status(new)
+  redis.call('HSET', job_key(id), 'status', new)
+  if old ~= new then
+    if old then index_remove(id, queue, old) end
+    index_add(id, queue, new, created)
+  end
+end
+
+local function clamp(n)
+  if n < 0 then return 0 end
+  if n > MAX_TIME then return MAX_TIME end
+  return n
+end
+
+local function ready_member(priority, scheduled_at, created_at, id)
+  return string.format('%016d:%018d:%018d:', tonumber(priority) + PRIORITY_OFFSET,
+    clamp(tonumber(scheduled_at)), clamp(tonumber(created_at))) .. id
+end
+
+-- Put a queued row where claim finds it: the ready set when due, else the
+-- scheduled set (claim promotes it once due).
+local function schedule(id, queue, priority, scheduled_at, created_at, now)
+  if tonumber(scheduled_at) <= now then
+    local member = ready_member(priority, scheduled_at, created_at, id)
+    redis.call('ZADD', ready_key(queue), 0, member)
+    redis.call('HSET', job_key(id), 'rk', member)
+    return true
+  end
+  redis.call('ZADD', sched_key(queue), scheduled_at, id)
+  redis.call('HDEL', job_key(id), 'rk')
+  return false
+end
+
+local function unschedule(id, queue)
+  local member = redis.call('HGET', job_key(id), 'rk')
+  if member then redis.call('ZREM', ready_key(queue), member) end
+  redis.call('ZREM', sched_key(queue), id)
+  redis.call('HDEL', job_key(id), 'rk')
+end
+
+local function wake(queue)
+  redis.call('PUBLISH', P .. 'new_job', queue)
+end
+
+-- Fencing: a write about a claimed row applies only while its caller owns it.
+local function owned(id, worker)
+  local f = redis.call('HMGET', job_key(id), 'status', 'worker_id')
+  return f[1] == 'processing' and f[2] == worker
+end
+
+-- Processing row -> queued at `scheduled_at`, owner cleared (retry, snooze, nack, recovery).
+local function requeue(id, scheduled_at, now)
+  local k = job_key(id)
+  local f = redis.call('HMGET', k, 'queue', 'created_at', 'status', 'worker_id', 'priority')
+  transition(id, f[1], f[2], f[3], 'queued')
+  redis.call('HSET', k, 'updated_at', int(now), 'scheduled_at', scheduled_at)
+  redis.call('HDEL', k, 'worker_id', 'started_at')
+  if f[4] then redis.call('SREM', wproc_key(f[4]), id) end
+  schedule(id, f[1], f[5], scheduled_at, f[2], now)
+  -- Woken even when not due yet: waiters re-read the earliest scheduled time.
+  wake(f[1])
+end
+
+-- Delete the job row (and every index entry of it) and write its dead-letter row.
+local function move_to_dead(id, error_text, reason, now)
+  local k = job_key(id)
+  local f = redis.call('HMGET', k, 'job_name', 'args', 'queue', 'attempts', 'max_attempts',
+    'priority', 'status', 'worker_id')
+  local queue = f[3]
+  unschedule(id, queue)
+  if f[7] then index_remove(id, queue, f[7]) end
+  if f[8] then redis.call('SREM', wproc_key(f[8]), id) end
+  redis.call('ZREM', P .. 'all', id)
+  redis.call('ZREM', P .. 'q:' .. queue, id)
+  redis.call('DEL', k)
+  local dk = dead_key(id)
+  redis.call('DEL', dk)
+  redis.call('HSET', dk, 'id', id, 'job_name', f[1], 'args', f[2], 'queue', queue,
+    'attempts', f[4], 'max_attempts', f[5], 'priority', f[6], 'last_error', error_text,
+    'dead_letter_reason', reason, 'moved_to_dead_letter_at', int(now), 'resurrection_count', '0')
+  redis.call('ZADD', P .. 'dl', int(now), id)
+  redis.call('ZADD', P .. 'dlq:' .. queue, int(now), id)
+end

@@ -1,0 +1,105 @@
+"""Redis hashes to and from Soniq's frozen records.
+
+Timestamps are stored as integer microseconds since the Unix epoch (the
+server's clock, read with TIME inside the scripts); `args`, `result`,
+`trace_context` and worker `queues` are JSON. A field that is absent from a
+hash is NULL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord, WorkerStatus
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def to_micros(moment: datetime) -> int:
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - EPOCH) // _MICROSECOND
+
+
+def from_micros(value: str | int) -> datetime:
+    return EPOCH + timedelta(microseconds=int(value))
+
+
+def _optional_time(fields: Mapping[str, str], name: str) -> datetime | None:
+    value = fields.get(name)
+    return None if value is None else from_micros(value)
+
+
+def dumps(value: Any) -> str:
+    # ASCII-only JSON: NUL, quotes, lone surrogates and every other awkward
+    # character travels as an escape and comes back exactly.
+    return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def pairs(flat: Sequence[Any]) -> dict[str, str]:
+    """A flat HGETALL reply from a script (``[k1, v1, k2, v2, ...]``) as a dict."""
+    items = [str(item) for item in flat]
+    return dict(zip(items[0::2], items[1::2], strict=True))
+
+
+def text_map(fields: Mapping[Any, Any]) -> dict[str, str]:
+    """An HGETALL reply as text (the client decodes, but its types say bytes | str)."""
+    return {str(key): str(value) for key, value in fields.items()}
+
+
+def job_record(fields: Mapping[str, str]) -> JobRecord:
+    trace = fields.get("trace_context")
+    result = fields.get("result")
+    return JobRecord(
+        id=fields["id"],
+        job_name=fields["job_name"],
+        args=json.loads(fields["args"]),
+        status=JobStatus(fields["status"]),
+        attempts=int(fields["attempts"]),
+        max_attempts=int(fields["max_attempts"]),
+        queue=fields["queue"],
+        priority=int(fields["priority"]),
+        scheduled_at=from_micros(fields["scheduled_at"]),
+        last_error=fields.get("last_error"),
+        worker_id=fields.get("worker_id"),
+        result=None if result is None else json.loads(result),
+        created_at=from_micros(fields["created_at"]),
+        updated_at=from_micros(fields["updated_at"]),
+        started_at=_optional_time(fields, "started_at"),
+        trace_context=None if trace is None else json.loads(trace),
+    )
+
+
+def dead_letter_record(fields: Mapping[str, str]) -> DeadLetterRecord:
+    return DeadLetterRecord(
+        id=fields["id"],
+        job_name=fields["job_name"],
+        args=json.loads(fields["args"]),
+        queue=fields["queue"],
+        attempts=int(fields["attempts"]),
+        last_error=fields.get("last_error"),
+        dead_letter_reason=fields["dead_letter_reason"],
+        moved_to_dead_letter_at=from_micros(fields["moved_to_dead_letter_at"]),
+        resurrection_count=int(fields.get("resurrection_count", "0")),
+        last_resurrection_at=_optional_time(fields, "last_resurrection_at"),
+        max_attempts=int(fields["max_attempts"]),
+        priority=int(fields["priority"]),
+    )
+
+
+def worker_record(fields: Mapping[str, str]) -> WorkerRecord:
+    queues = json.loads(fields["queues"])
+    return WorkerRecord(
+        id=fields["id"],
+        hostname=fields["hostname"],
+        pid=int(fields["pid"]),
+        queues=None if queues is None else tuple(queues),
+        concurrency=int(fields["concurrency"]),
+        status=WorkerStatus(fields["status"]),
+        last_heartbeat=from_micros(fields["last_heartbeat"]),
+        started_at=from_micros(fields["started_at"]),
+    )

@@ -1,0 +1,66 @@
+"""The Lua scripts, loaded once per connection pool and run with EVALSHA.
+
+Each script in ``lua/`` is sent with ``lua/common.lua`` in front of it.
+redis-py's registered scripts reload themselves when the server answers
+NOSCRIPT (after ``SCRIPT FLUSH`` or a restart), so a flushed cache costs one
+SCRIPT LOAD per script, not an error.
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+SCRIPT_NAMES: tuple[str, ...] = (
+    "enqueue",
+    "claim",
+    "mark_started",
+    "complete",
+    "requeue",
+    "dead_letter",
+    "cancel",
+    "recover",
+    "replay",
+    "purge",
+    "register_worker",
+    "heartbeat",
+    "list_workers",
+    "list_jobs",
+    "queue_stats",
+    "next_due",
+)
+
+
+def script_source(name: str) -> str:
+    folder = resources.files(__package__).joinpath("lua")
+    common = folder.joinpath("common.lua").read_text(encoding="utf-8")
+    body = folder.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    return f"{common}\n-- {name}.lua\n{body}"
+
+
+class Scripts:
+    """Every script registered on one client; `run` passes the prefix as ARGV[1]."""
+
+    def __init__(self, client: Redis, prefix: str) -> None:
+        self._prefix = prefix
+        self._client = client
+        self._scripts: dict[str, AsyncScript] = {
+            name: client.register_script(script_source(name)) for name in SCRIPT_NAMES
+        }
+
+    @property
+    def shas(self) -> dict[str, str]:
+        return {name: script.sha for name, script in self._scripts.items()}
+
+    async def load_all(self) -> None:
+        """SCRIPT LOAD every script once, so the first calls find them cached."""
+        async with self._client.pipeline(transaction=False) as pipe:
+            for script in self._scripts.values():
+                pipe.script_load(script.script)
+            await pipe.execute()
+
+    async def run(self, name: str, *args: str | int) -> Any:
+        return await self._scripts[name](keys=[], args=[self._prefix, *args])

@@ -1,0 +1,423 @@
+"""`SQLiteBackend`: Soniq's queue in one SQLite file, shared by any number of local processes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from soniq.backend import BackendCapabilities
+from soniq.errors import SoniqError
+from soniq.records import (
+    DeadLetterRecord,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    QueueStats,
+    RecoveryResult,
+    StaleJobPolicy,
+    WorkerInfo,
+    WorkerRecord,
+    WorkerStatus,
+)
+from soniq_sqlite import transitions
+from soniq_sqlite.codec import (
+    claim_order,
+    dead_letter_from_row,
+    dump_args,
+    dump_json,
+    dump_optional_json,
+    job_from_row,
+    now_us,
+    to_us,
+    worker_from_row,
+)
+from soniq_sqlite.connection import Database, Synchronous
+from soniq_sqlite.location import MEMORY, DatabaseLocation, namespaced, parse_sqlite_url, validate_namespace
+from soniq_sqlite.schema import DEAD_LETTER_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
+from soniq_sqlite.schema_setup import drop_schema, ensure_schema, upgrade_schema
+from soniq_sqlite.wakeup import Wakeups
+
+DEFAULT_BUSY_TIMEOUT = 5.0
+OPTIONS = ("namespace", "busy_timeout", "synchronous")
+_SYNCHRONOUS: tuple[Synchronous, ...] = ("off", "normal", "full", "extra")
+
+_INSERT_JOB = (
+    "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
+    "scheduled_at, created_at, updated_at, trace_context) VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?)"
+)
+_OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
+
+
+class SQLiteBackend:
+    """The embedded default backend (``sqlite:///soniq.db``).
+
+    One aiosqlite connection per instance. Several worker processes may share
+    one file: WAL mode lets them read while one writes, ``busy_timeout`` makes
+    a writer wait for the lock instead of failing, and every claim is a single
+    ``UPDATE ... RETURNING`` statement, which holds the write lock from its
+    first step, so no two processes ever claim the same row.
+    """
+
+    def __init__(
+        self,
+        database: str | os.PathLike[str] = "soniq.db",
+        *,
+        namespace: str | None = None,
+        busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
+        synchronous: str = "normal",
+    ) -> None:
+        namespace = validate_namespace(namespace)
+        target = os.fspath(database)
+        base = DatabaseLocation(path=None) if target == MEMORY else DatabaseLocation(path=_absolute(target))
+        self.namespace = namespace
+        self.location = namespaced(base, namespace)
+        self._db = Database(
+            self.location,
+            busy_timeout=_check_busy_timeout(busy_timeout),
+            synchronous=_check_synchronous(synchronous),
+        )
+        self._wakeups = Wakeups()
+        self._last_created = 0
+        self._capabilities = BackendCapabilities(
+            push_wakeup=False,
+            transactional_enqueue=False,
+            shared_across_processes=not self.location.is_memory,
+            timestamp_precision=timedelta(microseconds=1),
+        )
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> SQLiteBackend:
+        """Build a backend for ``sqlite:///relative.db``, ``sqlite:////abs.db`` or
+        ``sqlite:///:memory:``; opens nothing. Options: ``namespace``,
+        ``busy_timeout`` (seconds), ``synchronous`` (off, normal, full, extra)."""
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TypeError(
+                f"SQLiteBackend.from_url() got unknown option(s) {', '.join(map(repr, unknown))}; "
+                f"accepted options: {', '.join(OPTIONS)}"
+            )
+        location = parse_sqlite_url(url)
+        return cls(location.target, **options)
+
+    def __repr__(self) -> str:
+        return f"SQLiteBackend({self.location.target!r})"
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return self._capabilities
+
+    # -- lifecycle -----------------------------------------------------------
+
+    async def connect(self) -> None:
+        if await self._db.open():
+            await ensure_schema(self._db)
+
+    async def close(self) -> None:
+        self._wakeups.notify_all()
+        await self._db.close()
+
+    async def setup(self) -> None:
+        await self._db.open()
+        await upgrade_schema(self._db)
+
+    async def prepare_worker(self, *, concurrency: int, prefetch: int) -> None:
+        # One connection serves any number of in-flight rows; nothing to size.
+        await self.connect()
+
+    async def drop_schema(self) -> None:
+        await self._db.open()
+        await drop_schema(self._db)
+
+    # -- producers ---------------------------------------------------------
+
+    async def enqueue_jobs(self, *, jobs: Sequence[NewJob], connection: Any = None) -> None:
+        if connection is not None:
+            raise SoniqError(
+                "soniq-sqlite cannot join a caller's transaction (capabilities.transactional_enqueue "
+                "is False); enqueue without connection="
+            )
+        if not jobs:
+            return
+        await self.connect()
+        # created_at strictly increases per instance (a microsecond per row at
+        # least) so that claim order, which falls back to created_at, follows
+        # the order in which jobs were given, within a batch and across calls.
+        first = max(now_us(), self._last_created + 1)
+        self._last_created = first + len(jobs) - 1
+        rows = []
+        due: set[str] = set()
+        for offset, job in enumerate(jobs):
+            scheduled = to_us(job.scheduled_at)
+            created = first + offset
+            if scheduled <= created:
+                due.add(job.queue)
+            trace = None if job.trace_context is None else dump_json(dict(job.trace_context), what="trace context")
+            rows.append(
+                (
+                    job.id,
+                    job.job_name,
+                    dump_args(job.args),
+                    job.max_attempts,
+                    job.queue,
+                    job.priority,
+                    scheduled,
+                    created,
+                    created,
+                    trace,
+                )
+            )
+        if len(rows) == 1:
+            await self._db.execute(_INSERT_JOB, rows[0])
+        else:
+            await self._db.executemany(_INSERT_JOB, rows)
+        self._wakeups.notify(due)
+
+    async def get_job(self, *, job_id: str) -> JobRecord | None:
+        await self.connect()
+        rows = await self._db.fetchall(f"SELECT {JOB_COLUMNS} FROM soniq_jobs WHERE id = ?", (job_id,))
+        return job_from_row(rows[0]) if rows else None
+
+    async def list_jobs(
+        self,
+        *,
+        queue: str | None = None,
+        status: JobStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[JobRecord]:
+        await self.connect()
+        where, params = _filters(queue=queue, status=None if status is None else JobStatus(status).value)
+        rows = await self._db.fetchall(
+            f"SELECT {JOB_COLUMNS} FROM soniq_jobs{where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*params, max(0, limit), max(0, offset)),
+        )
+        return [job_from_row(row) for row in rows]
+
+    async def cancel_job(self, *, job_id: str) -> bool:
+        await self.connect()
+        changed = await self._db.execute(
+            "UPDATE soniq_jobs SET status = 'cancelled', updated_at = ? WHERE id = ? AND status = 'queued'",
+            (now_us(), job_id),
+        )
+        return changed == 1
+
+    # -- the claim path ----------------------------------------------------
+
+    async def claim_jobs(
+        self,
+        *,
+        worker_id: str,
+        queues: Sequence[str] | None,
+        limit: int,
+        mark_started: bool,
+    ) -> list[JobRecord]:
+        if limit <= 0 or (queues is not None and not queues):
+            return []
+        await self.connect()
+        now = now_us()
+        queue_clause = ""
+        queue_params: tuple[str, ...] = ()
+        if queues is not None:
+            queue_params = tuple(dict.fromkeys(queues))
+            queue_clause = f" AND queue IN ({', '.join('?' for _ in queue_params)})"
+        # One statement: it takes the write lock before reading, so the rows the
+        # subquery picks cannot be picked by any other connection meanwhile.
+        rows = await self._db.fetchall(
+            "UPDATE soniq_jobs SET status = 'processing', worker_id = ?, updated_at = ?, started_at = ? "
+            "WHERE id IN (SELECT id FROM soniq_jobs WHERE status = 'queued' AND scheduled_at <= ?"
+            f"{queue_clause} ORDER BY priority, scheduled_at, created_at, id LIMIT ?) "
+            f"RETURNING {JOB_COLUMNS}",
+            (worker_id, now, now if mark_started else None, now, *queue_params, limit),
+        )
+        return sorted((job_from_row(row) for row in rows), key=claim_order)
+
+    async def mark_started(self, *, job_id: str, worker_id: str) -> bool:
+        await self.connect()
+        now = now_us()
+        changed = await self._db.execute(
+            f"UPDATE soniq_jobs SET started_at = ?, updated_at = ? WHERE {_OWNED}", (now, now, job_id, worker_id)
+        )
+        return changed == 1
+
+    async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
+        stored = dump_optional_json(result, what="the job's result")
+        await self.connect()
+        changed = await self._db.execute(
+            f"UPDATE soniq_jobs SET status = 'done', result = ?, worker_id = NULL, updated_at = ? WHERE {_OWNED}",
+            (stored, now_us(), job_id, worker_id),
+        )
+        return changed == 1
+
+    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
+        await self.connect()
+        changed = await self._db.execute(
+            "UPDATE soniq_jobs SET status = 'queued', attempts = attempts + 1, last_error = ?, "
+            f"scheduled_at = ?, worker_id = NULL, started_at = NULL, updated_at = ? WHERE {_OWNED}",
+            (error, to_us(scheduled_at), now_us(), job_id, worker_id),
+        )
+        return changed == 1
+
+    async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
+        await self.connect()
+        changed = await self._db.execute(
+            "UPDATE soniq_jobs SET status = 'queued', scheduled_at = ?, worker_id = NULL, started_at = NULL, "
+            f"updated_at = ? WHERE {_OWNED}",
+            (to_us(scheduled_at), now_us(), job_id, worker_id),
+        )
+        return changed == 1
+
+    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
+        await self.connect()
+
+        async def body(conn: aiosqlite.Connection) -> bool:
+            return await transitions.dead_letter_owned(
+                conn, job_id=job_id, worker_id=worker_id, error=error, reason=str(getattr(reason, "value", reason))
+            )
+
+        return await self._db.transaction(body)
+
+    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
+        await self.connect()
+        now = now_us()
+        rows = await self._db.fetchall(
+            "UPDATE soniq_jobs SET status = 'queued', worker_id = NULL, updated_at = ?, scheduled_at = ?, "
+            f"started_at = NULL WHERE {_OWNED} RETURNING queue",
+            (now, now, job_id, worker_id),
+        )
+        self._wakeups.notify(str(row[0]) for row in rows)
+        return len(rows) == 1
+
+    # -- workers -----------------------------------------------------------
+
+    async def register_worker(self, *, worker: WorkerInfo) -> None:
+        await self.connect()
+        now = now_us()
+        queues = None if worker.queues is None else dump_json(list(worker.queues), what="worker queues")
+        await self._db.execute(
+            "INSERT OR REPLACE INTO soniq_workers (id, hostname, pid, queues, concurrency, status, "
+            "last_heartbeat, started_at) VALUES (?, ?, ?, ?, ?, 'active', ?, ?)",
+            (worker.id, worker.hostname, worker.pid, queues, worker.concurrency, now, now),
+        )
+
+    async def heartbeat(self, *, worker_id: str, status: WorkerStatus | None = None) -> bool:
+        await self.connect()
+        new_status = None if status is None else WorkerStatus(status).value
+        changed = await self._db.execute(
+            "UPDATE soniq_workers SET last_heartbeat = ?, status = COALESCE(?, status) "
+            "WHERE id = ? AND status != 'stopped'",
+            (now_us(), new_status, worker_id),
+        )
+        return changed == 1
+
+    async def list_workers(self) -> list[WorkerRecord]:
+        await self.connect()
+        rows = await self._db.fetchall(f"SELECT {WORKER_COLUMNS} FROM soniq_workers ORDER BY started_at, id")
+        return [worker_from_row(row) for row in rows]
+
+    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
+        await self.connect()
+        chosen = StaleJobPolicy(policy)
+
+        async def body(conn: aiosqlite.Connection) -> RecoveryResult:
+            return await transitions.recover_stale(conn, heartbeat_timeout=heartbeat_timeout, policy=chosen)
+
+        # BEGIN IMMEDIATE serialises sweepers: a second one waits for the lock and
+        # then finds the rows already settled, so it never needs to report skipped.
+        result = await self._db.transaction(body)
+        if result.requeued:
+            self._wakeups.notify_all()
+        return result
+
+    # -- observation -------------------------------------------------------
+
+    async def queue_stats(self, *, queue: str | None = None) -> QueueStats:
+        await self.connect()
+        where, params = _filters(queue=queue)
+        # One statement reads one snapshot, so the six numbers agree with each other.
+        rows = await self._db.fetchall(
+            f"SELECT status, COUNT(*) FROM soniq_jobs{where} GROUP BY status "
+            f"UNION ALL SELECT 'dead_letter', COUNT(*) FROM soniq_dead_letter_jobs{where}",
+            (*params, *params),
+        )
+        counts = {str(row[0]): int(row[1]) for row in rows}
+        return QueueStats(
+            total=sum(counts.values()),
+            queued=counts.get("queued", 0),
+            processing=counts.get("processing", 0),
+            done=counts.get("done", 0),
+            dead_letter=counts.get("dead_letter", 0),
+            cancelled=counts.get("cancelled", 0),
+        )
+
+    async def wait_for_jobs(self, *, queues: Sequence[str] | None, timeout: float) -> None:
+        await self._wakeups.wait(queues, timeout)
+
+    # -- dead letters ------------------------------------------------------
+
+    async def list_dead_letter(
+        self, *, queue: str | None = None, limit: int = 100, offset: int = 0
+    ) -> list[DeadLetterRecord]:
+        await self.connect()
+        where, params = _filters(queue=queue)
+        rows = await self._db.fetchall(
+            f"SELECT {DEAD_LETTER_COLUMNS} FROM soniq_dead_letter_jobs{where} "
+            "ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT ? OFFSET ?",
+            (*params, max(0, limit), max(0, offset)),
+        )
+        return [dead_letter_from_row(row) for row in rows]
+
+    async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
+        await self.connect()
+        rows = await self._db.fetchall(
+            f"SELECT {DEAD_LETTER_COLUMNS} FROM soniq_dead_letter_jobs WHERE id = ?", (job_id,)
+        )
+        return dead_letter_from_row(rows[0]) if rows else None
+
+    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
+        await self.connect()
+
+        async def body(conn: aiosqlite.Connection) -> str | None:
+            return await transitions.replay(conn, job_id=job_id, new_job_id=new_job_id, scheduled_at=scheduled_at)
+
+        replayed = await self._db.transaction(body)
+        if replayed is not None:
+            self._wakeups.notify_all()
+        return replayed
+
+    async def purge_dead_letter(self, *, job_id: str) -> bool:
+        await self.connect()
+        return await self._db.execute("DELETE FROM soniq_dead_letter_jobs WHERE id = ?", (job_id,)) == 1
+
+
+def _filters(*, queue: str | None = None, status: str | None = None) -> tuple[str, tuple[str, ...]]:
+    clauses, params = [], []
+    if queue is not None:
+        clauses.append("queue = ?")
+        params.append(queue)
+    if status is not None:
+        clauses.append("status = ?")
+        params.append(status)
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
+
+
+def _absolute(target: str) -> Path:
+    path = Path(target).expanduser()
+    return path if path.is_absolute() else Path.cwd() / path
+
+
+def _check_busy_timeout(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < float(value) < 86_400:
+        raise ValueError(f"busy_timeout must be a number of seconds greater than 0, got {value!r}")
+    return float(value)
+
+
+def _check_synchronous(value: object) -> Synchronous:
+    lowered = value.lower() if isinstance(value, str) else None
+    if lowered not in _SYNCHRONOUS:
+        raise ValueError(f"synchronous must be one of {', '.join(_SYNCHRONOUS)}, got {value!r}")
+    return lowered

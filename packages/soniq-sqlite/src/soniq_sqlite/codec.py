@@ -1,0 +1,116 @@
+"""Conversions between stored SQLite values and core's frozen records."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from soniq.errors import JobArgumentsError
+from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord, WorkerStatus
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+Row = Sequence[Any]
+
+
+def now_us() -> int:
+    """The store's clock: every process on one file shares this machine's clock."""
+    return time.time_ns() // 1000
+
+
+def to_us(moment: datetime) -> int:
+    """Exact microseconds since the epoch; a naive datetime is taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def from_us(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def from_us_or_none(value: int | None) -> datetime | None:
+    return None if value is None else _EPOCH + timedelta(microseconds=value)
+
+
+def dump_json(value: Any, *, what: str) -> str:
+    try:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise JobArgumentsError(f"{what} cannot be stored as JSON: {exc}") from exc
+
+
+def dump_args(args: Mapping[str, Any]) -> str:
+    return dump_json(dict(args), what="job args")
+
+
+def dump_optional_json(value: Any, *, what: str) -> str | None:
+    return None if value is None else dump_json(value, what=what)
+
+
+def load_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def job_from_row(row: Row) -> JobRecord:
+    """A row selected with `schema.JOB_COLUMNS`, in that order."""
+    trace = row[15]
+    return JobRecord(
+        id=row[0],
+        job_name=row[1],
+        args=json.loads(row[2]),
+        status=JobStatus(row[3]),
+        attempts=row[4],
+        max_attempts=row[5],
+        queue=row[6],
+        priority=row[7],
+        scheduled_at=from_us(row[8]),
+        last_error=row[9],
+        worker_id=row[10],
+        result=None if row[11] is None else json.loads(row[11]),
+        created_at=from_us(row[12]),
+        updated_at=from_us(row[13]),
+        started_at=from_us_or_none(row[14]),
+        trace_context=None if trace is None else json.loads(trace),
+    )
+
+
+def dead_letter_from_row(row: Row) -> DeadLetterRecord:
+    """A row selected with `schema.DEAD_LETTER_COLUMNS`, in that order."""
+    return DeadLetterRecord(
+        id=row[0],
+        job_name=row[1],
+        args=json.loads(row[2]),
+        queue=row[3],
+        attempts=row[4],
+        last_error=row[5],
+        dead_letter_reason=row[6],
+        moved_to_dead_letter_at=from_us(row[7]),
+        resurrection_count=row[8],
+        last_resurrection_at=from_us_or_none(row[9]),
+        max_attempts=row[10],
+        priority=row[11],
+    )
+
+
+def worker_from_row(row: Row) -> WorkerRecord:
+    """A row selected with `schema.WORKER_COLUMNS`, in that order."""
+    queues = row[3]
+    return WorkerRecord(
+        id=row[0],
+        hostname=row[1],
+        pid=row[2],
+        queues=None if queues is None else tuple(json.loads(queues)),
+        concurrency=row[4],
+        status=WorkerStatus(row[5]),
+        last_heartbeat=from_us(row[6]),
+        started_at=from_us(row[7]),
+    )
+
+
+def claim_order(record: JobRecord) -> tuple[int, datetime, datetime, str]:
+    return (record.priority, record.scheduled_at, record.created_at, record.id)

@@ -1,0 +1,374 @@
+"""One aiosqlite connection per backend, with locking, busy retries and error mapping.
+
+aiosqlite runs every statement of a connection on one thread, in order, so a
+single connection is enough for one backend instance. What it does not give is
+isolation between coroutines: a statement issued while another coroutine has a
+``BEGIN`` open would land inside that transaction. Every operation therefore
+holds `_lock`, and every multi-statement transaction runs in a shielded task so
+that cancelling the caller can never leave the connection (and the file's write
+lock) inside an open transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import sqlite3
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal, TypeVar
+
+import aiosqlite
+
+from soniq.errors import BackendUnavailableError, SoniqError
+from soniq_sqlite.location import DatabaseLocation
+
+T = TypeVar("T")
+Body = Callable[[aiosqlite.Connection], Awaitable[T]]
+Synchronous = Literal["off", "normal", "full", "extra"]
+
+logger = logging.getLogger("soniq_sqlite")
+
+MINIMUM_SQLITE = (3, 35, 0)
+"""``UPDATE ... RETURNING`` arrived in SQLite 3.35."""
+
+_BUSY_CODES = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+# Result codes that mean the file itself is unusable rather than the statement wrong.
+_UNAVAILABLE_CODES = (
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_CORRUPT,
+    sqlite3.SQLITE_NOTADB,
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_AUTH,
+)
+_BUSY_RETRIES = 6
+_BACKOFF_FIRST = 0.005
+_BACKOFF_CAP = 0.25
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return None if code is None else int(code) & 0xFF
+
+
+def is_busy(exc: BaseException) -> bool:
+    if not isinstance(exc, sqlite3.OperationalError):
+        return False
+    code = _primary_code(exc)
+    if code is not None:
+        return code in _BUSY_CODES
+    message = str(exc)
+    return "database is locked" in message or "database table is locked" in message
+
+
+class Database:
+    """The connection of one backend instance to one SQLite database."""
+
+    def __init__(self, location: DatabaseLocation, *, busy_timeout: float, synchronous: Synchronous) -> None:
+        self.location = location
+        self.busy_timeout = busy_timeout
+        self.synchronous = synchronous
+        self._conn: aiosqlite.Connection | None = None
+        self._lock: asyncio.Lock | None = None
+        self._open_lock: asyncio.Lock | None = None
+        self._pending: list[tuple[str, Sequence[Any], asyncio.Future[int]]] = []
+        self._flusher: asyncio.Future[None] | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self._conn is not None
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def open(self) -> bool:
+        """Open the connection unless it is open; True when this call opened it."""
+        if self._conn is not None:
+            return False
+        if self._open_lock is None:
+            self._open_lock = asyncio.Lock()
+        async with self._open_lock:
+            if self.is_open:  # another caller opened it while we waited
+                return False
+            self._conn = await self._connect()
+            self._lock = asyncio.Lock()
+            return True
+
+    async def _connect(self) -> aiosqlite.Connection:
+        if sqlite3.sqlite_version_info < MINIMUM_SQLITE:
+            raise SoniqError(
+                f"soniq-sqlite needs SQLite {'.'.join(map(str, MINIMUM_SQLITE))} or newer "
+                f"(for UPDATE ... RETURNING); this Python links SQLite {sqlite3.sqlite_version}"
+            )
+        self._check_path()
+        try:
+            conn = await aiosqlite.connect(self.location.target, timeout=self.busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise self._unavailable(exc, "cannot be opened") from exc
+        try:
+            await self._configure(conn)
+        except BaseException as exc:
+            await conn.close()
+            if isinstance(exc, sqlite3.Error):
+                raise self._unavailable(exc, "cannot be opened") from exc
+            raise
+        return conn
+
+    def _check_path(self) -> None:
+        path = self.location.path
+        if path is None:
+            return
+        if not path.parent.is_dir():
+            raise BackendUnavailableError(
+                f"{self.location.describe()} cannot be created: the directory {path.parent} does not exist"
+            )
+        if path.is_dir():
+            raise BackendUnavailableError(f"{self.location.describe()} is a directory, not a database file")
+
+    async def _configure(self, conn: aiosqlite.Connection) -> None:
+        for attempt in range(_BUSY_RETRIES + 1):
+            try:
+                if not self.location.is_memory:
+                    # WAL lets readers and one writer work at once across processes; the
+                    # mode is persistent in the file, so this is a no-op after the first time.
+                    rows = list(await conn.execute_fetchall("PRAGMA journal_mode = WAL"))
+                    mode = str(rows[0][0]).lower() if rows else ""
+                    if mode != "wal":
+                        logger.warning(
+                            "%s stays in journal mode %r (WAL unsupported here, e.g. a network "
+                            "filesystem); concurrent workers will contend more",
+                            self.location.describe(),
+                            mode,
+                        )
+                await conn.execute(f"PRAGMA synchronous = {self.synchronous.upper()}")
+                await conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+                return
+            except sqlite3.OperationalError as exc:
+                if not is_busy(exc) or attempt == _BUSY_RETRIES:
+                    raise
+                await asyncio.sleep(_backoff(attempt))
+
+    async def close(self) -> None:
+        if self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        lock = self._lock
+        if lock is not None:
+            await lock.acquire()
+        try:
+            try:
+                await conn.execute("PRAGMA optimize")
+            except sqlite3.Error:
+                pass
+            await conn.close()
+        finally:
+            if lock is not None:
+                lock.release()
+
+    # -- running statements ---------------------------------------------
+
+    async def fetchall(self, sql: str, parameters: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        """One statement in autocommit mode; its rows."""
+
+        async def body(conn: aiosqlite.Connection) -> list[sqlite3.Row]:
+            return list(await conn.execute_fetchall(sql, parameters))
+
+        return await self._run(body)
+
+    async def execute(self, sql: str, parameters: Sequence[Any] = ()) -> int:
+        """One write statement, atomic on its own; the number of rows it changed.
+
+        Statements issued while the connection is busy are combined: the next
+        round runs all of them in one trip to aiosqlite's thread and one
+        commit (group commit), each still reporting its own row count or
+        error. A worker's many small fenced updates then cost one round trip
+        together instead of one each. The write happens even if the caller
+        stops waiting for it.
+        """
+        await self.open()
+        conn = self._conn
+        if conn is None or _raw_runner(conn) is None:
+            return await self._run_single(sql, parameters)
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending.append((sql, parameters, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.ensure_future(self._flush())
+        return await future
+
+    async def _run_single(self, sql: str, parameters: Sequence[Any]) -> int:
+        async def body(conn: aiosqlite.Connection) -> int:
+            cursor = await conn.execute(sql, parameters)
+            return cursor.rowcount
+
+        return await self._run(body)
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            statements = [(sql, parameters) for sql, parameters, _ in batch]
+
+            async def body(
+                conn: aiosqlite.Connection, statements: list[tuple[str, Sequence[Any]]] = statements
+            ) -> list[int | sqlite3.Error]:
+                runner = _raw_runner(conn)
+                if runner is None:
+                    return [(await conn.execute(sql, parameters)).rowcount for sql, parameters in statements]
+                return await runner(lambda raw: _write_batch(raw, statements))
+
+            try:
+                outcomes = await self._run(body)
+            except BaseException as exc:
+                for *_, future in batch:
+                    if not future.done():
+                        future.set_exception(exc) if isinstance(exc, Exception) else future.cancel()
+                if not isinstance(exc, Exception):
+                    raise
+                continue
+            for (*_, future), outcome in zip(batch, outcomes, strict=True):
+                if future.done():
+                    continue
+                if isinstance(outcome, sqlite3.Error):
+                    future.set_exception(self.translate(outcome))
+                else:
+                    future.set_result(outcome)
+
+    async def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Every row in one write transaction: all or none."""
+        batch = list(rows)
+
+        async def body(conn: aiosqlite.Connection) -> None:
+            await conn.executemany(sql, batch)
+
+        await self.transaction(body)
+
+    async def transaction(self, body: Body[T], *, write: bool = True) -> T:
+        """Run `body` between ``BEGIN IMMEDIATE`` (or a deferred ``BEGIN`` for a
+        consistent read) and ``COMMIT``, rolling back on any error.
+
+        ``BEGIN IMMEDIATE`` takes the file's write lock up front, so two
+        processes can never both read the same queued rows and then both
+        update them, and SQLite's busy handler (not an immediate error) covers
+        the wait for the lock.
+        """
+        begin = "BEGIN IMMEDIATE" if write else "BEGIN"
+
+        async def wrapped(conn: aiosqlite.Connection) -> T:
+            await conn.execute(begin)
+            try:
+                result = await body(conn)
+                await conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    try:
+                        await conn.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        logger.exception("rollback failed on %s", self.location.describe())
+                raise
+            return result
+
+        task = asyncio.ensure_future(self._run(wrapped))
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            # The transaction finishes (commit or rollback) on its own; nobody reads its outcome.
+            task.add_done_callback(_consume_outcome)
+            raise
+
+    async def _run(self, body: Body[T]) -> T:
+        await self.open()
+        lock, conn = self._lock, self._conn
+        if lock is None or conn is None:  # closed between open() and here
+            raise BackendUnavailableError(f"{self.location.describe()}: the backend was closed")
+        async with lock:
+            for attempt in range(_BUSY_RETRIES + 1):
+                try:
+                    return await body(conn)
+                except sqlite3.Error as exc:
+                    if not is_busy(exc) or attempt == _BUSY_RETRIES:
+                        translated = self.translate(exc)
+                        if translated is exc:
+                            raise
+                        raise translated from exc
+                except ValueError as exc:
+                    # aiosqlite's "Connection closed": close() ran under our feet.
+                    raise BackendUnavailableError(f"{self.location.describe()}: {exc}") from exc
+                await asyncio.sleep(_backoff(attempt))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- errors ------------------------------------------------------------
+
+    def translate(self, exc: sqlite3.Error) -> BaseException:
+        """The exception callers see for a driver error."""
+        if is_busy(exc):
+            return BackendUnavailableError(
+                f"{self.location.describe()} stayed locked by another connection beyond "
+                f"busy_timeout={self.busy_timeout:g}s and {_BUSY_RETRIES} retries: {exc}"
+            )
+        code = _primary_code(exc)
+        if code in _UNAVAILABLE_CODES or isinstance(exc, sqlite3.InterfaceError):
+            return self._unavailable(exc, "is unusable")
+        return exc
+
+    def _unavailable(self, exc: sqlite3.Error, what: str) -> BackendUnavailableError:
+        hint = ""
+        if self.location.path is not None:
+            hint = " (check that the directory exists and that this process may write the file and its directory)"
+        return BackendUnavailableError(f"{self.location.describe()} {what}: {exc}{hint}")
+
+
+def _raw_runner(conn: aiosqlite.Connection) -> Callable[[Callable[[sqlite3.Connection], T]], Awaitable[T]] | None:
+    """Run a plain function against the sqlite3 connection on aiosqlite's own thread.
+
+    aiosqlite has no public call for this; its `_execute` and `_conn` have been
+    stable for years. Without them, callers fall back to one statement per trip.
+    """
+    execute = getattr(conn, "_execute", None)
+    if execute is None or not isinstance(getattr(type(conn), "_conn", None), property):
+        return None
+
+    async def run(function: Callable[[sqlite3.Connection], T]) -> T:
+        result: T = await execute(lambda: function(conn._conn))
+        return result
+
+    return run
+
+
+def _write_batch(
+    conn: sqlite3.Connection, statements: Sequence[tuple[str, Sequence[Any]]]
+) -> list[int | sqlite3.Error]:
+    """Runs on aiosqlite's thread: every statement in one transaction, each with its own outcome."""
+    if len(statements) == 1:
+        sql, parameters = statements[0]
+        return [conn.execute(sql, parameters).rowcount]
+    conn.execute("BEGIN IMMEDIATE")
+    outcomes: list[int | sqlite3.Error] = []
+    try:
+        for sql, parameters in statements:
+            try:
+                outcomes.append(conn.execute(sql, parameters).rowcount)
+            except sqlite3.Error as exc:
+                # A failed statement is undone on its own; busy or a lost
+                # transaction fails (and retries) the whole round instead.
+                if is_busy(exc) or not conn.in_transaction:
+                    raise
+                outcomes.append(exc)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return outcomes
+
+
+def _backoff(attempt: int) -> float:
+    ceiling = min(_BACKOFF_CAP, _BACKOFF_FIRST * float(1 << attempt))
+    return ceiling / 2 + random.random() * ceiling / 2
+
+
+def _consume_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        logger.warning("a cancelled caller's SQLite transaction failed: %r", task.exception())

@@ -1,0 +1,115 @@
+"""The SQLite schema and its version, kept in ``PRAGMA user_version``.
+
+Timestamps are INTEGER microseconds since the Unix epoch (UTC): exact, the
+same precision the records carry, and compared and ordered as plain integers.
+JSON values (args, result, queues, trace context) are TEXT.
+
+Version history:
+  1 - soniq_jobs, soniq_dead_letter_jobs, soniq_workers (soniq-sqlite 0.2.0).
+A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
+the file's `user_version` in one write transaction.
+"""
+
+from __future__ import annotations
+
+SCHEMA_VERSION = 1
+
+JOB_STATUSES = ("queued", "processing", "done", "cancelled")
+WORKER_STATUSES = ("active", "stopping", "stopped")
+
+
+def _in_list(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{value}'" for value in values)
+
+
+_VERSION_1 = (
+    f"""
+    CREATE TABLE IF NOT EXISTS soniq_jobs (
+        id            TEXT PRIMARY KEY NOT NULL,
+        job_name      TEXT NOT NULL,
+        args          TEXT NOT NULL DEFAULT '{{}}',
+        status        TEXT NOT NULL CHECK (status IN ({_in_list(JOB_STATUSES)})),
+        attempts      INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+        max_attempts  INTEGER NOT NULL CHECK (max_attempts >= 1),
+        queue         TEXT NOT NULL,
+        priority      INTEGER NOT NULL,
+        scheduled_at  INTEGER NOT NULL,
+        last_error    TEXT,
+        worker_id     TEXT,
+        result        TEXT,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        started_at    INTEGER,
+        trace_context TEXT
+    )
+    """,
+    # The claim path: due queued rows of one queue, in claim order.
+    """
+    CREATE INDEX IF NOT EXISTS soniq_jobs_claim_by_queue
+        ON soniq_jobs (queue, priority, scheduled_at, created_at, id)
+        WHERE status = 'queued'
+    """,
+    # The claim path when a worker serves every queue.
+    """
+    CREATE INDEX IF NOT EXISTS soniq_jobs_claim_any_queue
+        ON soniq_jobs (priority, scheduled_at, created_at, id)
+        WHERE status = 'queued'
+    """,
+    # Stale recovery: the in-flight rows of a worker.
+    """
+    CREATE INDEX IF NOT EXISTS soniq_jobs_processing_by_worker
+        ON soniq_jobs (worker_id)
+        WHERE status = 'processing'
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS soniq_jobs_by_created_at
+        ON soniq_jobs (created_at)
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS soniq_dead_letter_jobs (
+        id                      TEXT PRIMARY KEY NOT NULL,
+        job_name                TEXT NOT NULL,
+        args                    TEXT NOT NULL DEFAULT '{}',
+        queue                   TEXT NOT NULL,
+        attempts                INTEGER NOT NULL,
+        max_attempts            INTEGER NOT NULL,
+        priority                INTEGER NOT NULL,
+        last_error              TEXT,
+        dead_letter_reason      TEXT NOT NULL,
+        moved_to_dead_letter_at INTEGER NOT NULL,
+        resurrection_count      INTEGER NOT NULL DEFAULT 0,
+        last_resurrection_at    INTEGER
+    )
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS soniq_dead_letter_jobs_by_moved_at
+        ON soniq_dead_letter_jobs (moved_to_dead_letter_at)
+    """,
+    f"""
+    CREATE TABLE IF NOT EXISTS soniq_workers (
+        id             TEXT PRIMARY KEY NOT NULL,
+        hostname       TEXT NOT NULL,
+        pid            INTEGER NOT NULL,
+        queues         TEXT,
+        concurrency    INTEGER NOT NULL,
+        status         TEXT NOT NULL CHECK (status IN ({_in_list(WORKER_STATUSES)})),
+        last_heartbeat INTEGER NOT NULL,
+        started_at     INTEGER NOT NULL
+    )
+    """,
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1}
+"""Statements that bring a file from version ``n - 1`` to ``n``."""
+
+TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers")
+
+JOB_COLUMNS = (
+    "id, job_name, args, status, attempts, max_attempts, queue, priority, scheduled_at, "
+    "last_error, worker_id, result, created_at, updated_at, started_at, trace_context"
+)
+DEAD_LETTER_COLUMNS = (
+    "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "
+    "resurrection_count, last_resurrection_at, max_attempts, priority"
+)
+WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at"

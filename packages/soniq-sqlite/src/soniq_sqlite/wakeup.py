@@ -1,0 +1,43 @@
+"""In-process wake-ups: an insert through one backend instance wakes its own waiters.
+
+Another process's insert cannot reach us (SQLite has no notification channel),
+which is why the backend reports ``push_wakeup=False`` and core keeps polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable, Sequence
+
+
+class Wakeups:
+    def __init__(self) -> None:
+        self._waiters: list[tuple[frozenset[str] | None, asyncio.Future[None]]] = []
+
+    async def wait(self, queues: Sequence[str] | None, timeout: float) -> None:
+        """Return when `notify` names one of `queues` (None = any), or after `timeout` seconds."""
+        if timeout <= 0:
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        entry = (None if queues is None else frozenset(queues), future)
+        self._waiters.append(entry)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(future, timeout)
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(entry)
+
+    def notify(self, queues: Iterable[str]) -> None:
+        if not self._waiters:
+            return
+        names = set(queues)
+        for wanted, future in self._waiters:
+            if not future.done() and (wanted is None or not wanted.isdisjoint(names)):
+                future.set_result(None)
+
+    def notify_all(self) -> None:
+        for _, future in self._waiters:
+            if not future.done():
+                future.set_result(None)

@@ -1,0 +1,64 @@
+"""A separate OS process for the cross-process tests (run as a script, not collected).
+
+Usage: python claimer_process.py claim URL WORKER_ID  -> claims and completes until the queue is empty
+       python claimer_process.py setup URL            -> runs setup()
+It prints "ready", waits for a line on stdin, does its work, then prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sys
+
+from soniq_sqlite import SQLiteBackend
+
+
+async def claim_all(url: str, worker_id: str) -> dict[str, object]:
+    backend = SQLiteBackend.from_url(url)
+    await backend.connect()
+    print("ready", flush=True)
+    sys.stdin.readline()
+    claimed: list[str] = []
+    lost: list[str] = []
+    try:
+        while True:
+            rows = await backend.claim_jobs(
+                worker_id=worker_id, queues=None, limit=random.randint(1, 8), mark_started=True
+            )
+            if not rows:
+                stats = await backend.queue_stats()
+                if stats.queued == 0:
+                    break
+                continue
+            for row in rows:
+                claimed.append(row.id)
+                if not await backend.complete_job(job_id=row.id, worker_id=worker_id, result=None):
+                    lost.append(row.id)
+    finally:
+        await backend.close()
+    return {"claimed": claimed, "lost": lost}
+
+
+async def setup_only(url: str) -> dict[str, object]:
+    backend = SQLiteBackend.from_url(url)
+    print("ready", flush=True)
+    sys.stdin.readline()
+    try:
+        await backend.setup()
+        stats = await backend.queue_stats()
+    finally:
+        await backend.close()
+    return {"total": stats.total}
+
+
+def main() -> None:
+    command, url = sys.argv[1], sys.argv[2]
+    work = claim_all(url, sys.argv[3]) if command == "claim" else setup_only(url)
+    outcome = asyncio.run(work)
+    print(json.dumps(outcome), flush=True)
+
+
+if __name__ == "__main__":
+    main()
