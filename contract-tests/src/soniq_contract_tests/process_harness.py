@@ -194,7 +194,7 @@ class Scenario:
 
         try:
             self.run(drop)
-        except Exception:  # noqa: BLE001 - best effort; the namespace is unique anyway
+        except Exception:
             pass
 
 

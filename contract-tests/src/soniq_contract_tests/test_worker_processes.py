@@ -9,14 +9,12 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from soniq_contract_tests.process_harness import Scenario, scenarios, wait_for
-
-
+from soniq_contract_tests.process_harness import Scenario, WorkerProcess, scenarios, wait_for
 
 
 @pytest.fixture
@@ -35,7 +33,7 @@ def scenario(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Scenari
 
 
 def utc(seconds: float) -> datetime:
-    return datetime.fromtimestamp(seconds, timezone.utc)
+    return datetime.fromtimestamp(seconds, UTC)
 
 
 def test_idle_sigterm_exits_promptly_with_code_zero(scenario: Scenario) -> None:
@@ -188,7 +186,11 @@ def test_nacks_cost_no_budget_however_many_shutdowns_abandon_the_job(scenario: S
     job_id = scenario.enqueue("ct.block_first_runs", tag="n", blocked_runs=3)
     for run in range(1, 4):
         worker = scenario.start_worker(SHUTDOWN_TIMEOUT=0.3)
-        wait_for(lambda run=run: len(scenario.runs("start", "n")) >= run, timeout=15, what=f"run {run}")
+
+        def reached(wanted: int = run) -> bool:
+            return len(scenario.runs("start", "n")) >= wanted
+
+        wait_for(reached, timeout=15, what=f"run {run}")
         worker.signal(signal.SIGTERM)
         assert worker.wait_exit(15) == 0
         row = scenario.job(job_id)
@@ -210,8 +212,15 @@ def test_a_job_that_kills_its_worker_every_time_ends_in_the_dead_letter_table(sc
         worker = scenario.start_worker()
         workers.append(worker)
         # Each process's sweep recovers the row once the previous worker's heartbeat is stale, then runs it.
-        wait_for(lambda w=worker: w.popen.poll() is not None or scenario.dead_letter(job_id), timeout=30,
-                 what="the worker to be killed by its job, or the row to be dead-lettered")
+
+        def ended(current: WorkerProcess = worker) -> bool:
+            return current.popen.poll() is not None or bool(scenario.dead_letter(job_id))
+
+        wait_for(
+            ended,
+            timeout=30,
+            what="the worker to be killed by its job, or the row to be dead-lettered",
+        )
     sweeper = workers[-1]
     assert sweeper.popen.poll() is None, "the last worker should have dead-lettered the row instead of running it"
     row = wait_for(lambda: scenario.dead_letter(job_id), timeout=20, what="the dead-letter row")

@@ -96,8 +96,10 @@ def test_worker_uses_the_url_of_the_app_its_jobs_are_registered_on(jobs_module: 
 
 def test_backends_lists_distributions_and_versions(tmp_path: Path) -> None:
     out = soniq("backends", cwd=tmp_path).stdout
-    assert "sqlite" in out and "soniq-sqlite 0.2.0" in out
-    assert "memory" in out and "soniq-memory" in out
+    assert "sqlite" in out
+    assert "soniq-sqlite 0.2.0" in out
+    assert "memory" in out
+    assert "soniq-memory" in out
 
 
 def test_dead_letter_commands(jobs_module: Path) -> None:
@@ -112,3 +114,10 @@ def test_recover_reports_the_sweep(tmp_path: Path) -> None:
     result = soniq("recover", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "requeued 0 rows" in result.stdout
+
+
+def test_printed_urls_never_show_the_password() -> None:
+    from soniq.cli import redact_url
+
+    assert redact_url("postgresql://app:s3cret@db:5432/app") == "postgresql://app:***@db:5432/app"
+    assert redact_url("sqlite:///soniq.db") == "sqlite:///soniq.db"

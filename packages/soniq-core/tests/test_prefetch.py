@@ -13,11 +13,14 @@ from soniq.observers import RecordingObserver
 pytestmark = pytest.mark.asyncio
 
 
-async def test_buffered_rows_are_released_and_running_ones_nacked(fast_settings: dict[str, Any], wait_until: Any) -> None:
+async def test_buffered_rows_are_released_and_running_ones_nacked(
+    fast_settings: dict[str, Any], wait_until: Any
+) -> None:
     sink = InMemoryMetricsSink()
     observer = RecordingObserver()
-    app = Soniq("memory://", metrics_sink=sink, extra_observers=[observer], prefetch=6, shutdown_timeout=0.3,
-                **fast_settings)
+    app = Soniq(
+        "memory://", metrics_sink=sink, extra_observers=[observer], prefetch=6, shutdown_timeout=0.3, **fast_settings
+    )
     started: list[int] = []
 
     @app.job
@@ -28,15 +31,21 @@ async def test_buffered_rows_are_released_and_running_ones_nacked(fast_settings:
     ids = await app.enqueue_many(hold, [{"n": i} for i in range(8)])
     backend: Any = app.backend
     task = asyncio.create_task(app.run_worker(concurrency=2, install_signal_handlers=False))
-    await wait_until(lambda: app.current_worker is not None and len(started) == 2 and len(app.current_worker.buffer) == 6)
+    await wait_until(
+        lambda: app.current_worker is not None and len(started) == 2 and len(app.current_worker.buffer) == 6
+    )
     assert sum(1 for i in ids if backend.jobs[i].status.value == "processing") == 8
     buffered = [run.job.id for run in app.current_worker.buffer]
     # A buffered row's handler has not started, and the store knows it.
     assert all(backend.jobs[i].started_at is None for i in buffered)
     app.current_worker.request_stop("SIGTERM")
     summary = await asyncio.wait_for(task, 10)
-    assert summary.states == [WorkerState.RUNNING, WorkerState.DRAINING, WorkerState.FORCE_TIMEOUT_PATH,
-                              WorkerState.STOPPED]
+    assert summary.states == [
+        WorkerState.RUNNING,
+        WorkerState.DRAINING,
+        WorkerState.FORCE_TIMEOUT_PATH,
+        WorkerState.STOPPED,
+    ]
     assert len(started) == 2
     reasons: dict[str, list[str]] = {}
     for event in sink.events_named("shutdown_nack"):

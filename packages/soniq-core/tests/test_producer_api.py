@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -43,9 +43,13 @@ async def test_scheduled_at_accepts_datetime_timedelta_and_seconds(app: Soniq) -
     @app.job
     async def later() -> None: ...
 
-    before = datetime.now(timezone.utc)
+    before = datetime.now(UTC)
     at = before + timedelta(hours=1)
-    for value, expected in ((at, at), (timedelta(minutes=5), before + timedelta(minutes=5)), (30, before + timedelta(seconds=30))):
+    for value, expected in (
+        (at, at),
+        (timedelta(minutes=5), before + timedelta(minutes=5)),
+        (30, before + timedelta(seconds=30)),
+    ):
         row = await app.get_job(await app.enqueue(later, scheduled_at=value))
         assert row is not None
         assert abs((row["scheduled_at"] - expected).total_seconds()) < 2
@@ -70,7 +74,7 @@ async def test_unserialisable_and_oversized_arguments_are_refused_and_nothing_is
         await app.enqueue(take, value=float("nan"))
     small = Soniq("memory://", max_args_bytes=100)
     small.job(name="take")(take)
-    with pytest.raises(JobArgumentsError, match="over the limit of 100 bytes.*SONIQ_MAX_ARGS_BYTES"):
+    with pytest.raises(JobArgumentsError, match=r"over the limit of 100 bytes.*SONIQ_MAX_ARGS_BYTES"):
         await small.enqueue("take", value="x" * 200)
     with pytest.raises(JobArgumentsError):
         await app.enqueue_many(take, [{"value": 1}, {"value": {1, 2}}])

@@ -11,7 +11,8 @@ def test_defaults_match_the_spec() -> None:
     assert (s.concurrency, s.shutdown_timeout, s.sync_handler_pool_size) == (4, 30.0, 8)
     assert (s.heartbeat_interval, s.heartbeat_timeout, s.poll_interval) == (5.0, 60.0, 1.0)
     assert (s.prefetch, s.prefetch_release_timeout, s.stale_job_policy) == (0, 5.0, StaleJobPolicy.REQUEUE)
-    assert s.queues is None and s.job_timeout is None
+    assert s.queues is None
+    assert s.job_timeout is None
     assert s.resolved_database_url == "sqlite:///soniq.db"
 
 
@@ -65,5 +66,5 @@ def test_bad_environment_value_names_the_variable() -> None:
 
 
 def test_unknown_keyword_is_refused_with_the_known_names() -> None:
-    with pytest.raises(TypeError, match="concurency.*known settings: .*concurrency"):
+    with pytest.raises(TypeError, match=r"concurency.*known settings: .*concurrency"):
         Settings.load({"concurency": 3}, environ={})

@@ -186,7 +186,9 @@ async def test_sync_thread_returning_within_grace_is_marked_without_grace_expiry
     assert observer.nacks == []
 
 
-async def test_second_stop_during_draining_goes_straight_to_force(fast_settings: dict[str, Any], wait_until: Any) -> None:
+async def test_second_stop_during_draining_goes_straight_to_force(
+    fast_settings: dict[str, Any], wait_until: Any
+) -> None:
     app, sink, _ = make_app(fast_settings, shutdown_timeout=60)
 
     @app.job

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from soniq.app import Soniq
 from soniq.discovery import BACKENDS_GROUP, OBSERVERS_GROUP, plugins
@@ -27,6 +28,15 @@ EXIT_ERROR = 1
 
 class CLIError(Exception):
     """A failure to report as one line."""
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced by ``***``, for printing."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _split(value: str | None) -> list[str] | None:
@@ -102,7 +112,7 @@ def cmd_setup(args: argparse.Namespace) -> int:
         await app.setup()
 
     asyncio.run(_with_app(app, body))
-    print(f"schema ready at {app.settings.resolved_database_url}")
+    print(f"schema ready at {redact_url(app.settings.resolved_database_url)}")
     return EXIT_OK
 
 

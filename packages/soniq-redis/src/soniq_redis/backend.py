@@ -330,6 +330,8 @@ class RedisBackend:
             if due_in_us is not None and 0 < int(due_in_us) < timeout * 1_000_000:
                 timeout = int(due_in_us) / 1_000_000
         await self._wakeups.wait(queues=queues, timeout=timeout, since=self._claim_generation)
+        # What woke this wait must not cut the next one short too.
+        self._claim_generation = self._wakeups.generation
 
     # -- dead letters ----------------------------------------------------------------
 

@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from redis.asyncio import Redis
 from redis.backoff import NoBackoff
@@ -26,13 +26,22 @@ from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError
 SCHEMES = ("redis", "rediss")
 DEFAULT_PORT = 6379
 
-# Options `from_url` accepts beside the URL, with their defaults.
+# Options `from_url` accepts beside the URL, with their defaults. Each is also
+# a URL query parameter (a keyword wins); they are removed from the URL before
+# it reaches redis-py, which keeps every other parameter (``ssl_cert_reqs``...).
 ACCEPTED_OPTIONS: Mapping[str, Any] = {
     "namespace": None,
     "max_connections": None,
     "socket_timeout": None,
     "socket_connect_timeout": 5.0,
     "client_name": None,
+}
+_OPTION_TYPES: Mapping[str, type] = {
+    "namespace": str,
+    "max_connections": int,
+    "socket_timeout": float,
+    "socket_connect_timeout": float,
+    "client_name": str,
 }
 
 
@@ -80,9 +89,21 @@ class RedisTarget:
             db = int(path) if path else 0
         except ValueError:
             raise InvalidURLError(f"invalid Redis URL {url!r}: the path must be a database number") from None
-        merged = {**ACCEPTED_OPTIONS, **options}
+        from_query: dict[str, Any] = {}
+        kept: list[tuple[str, str]] = []
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if key not in _OPTION_TYPES:
+                kept.append((key, value))
+                continue
+            try:
+                from_query[key] = _OPTION_TYPES[key](value)
+            except ValueError:
+                raise InvalidURLError(
+                    f"invalid Redis URL {url!r}: option {key}={value!r} must be a {_OPTION_TYPES[key].__name__}"
+                ) from None
+        merged = {**ACCEPTED_OPTIONS, **from_query, **options}
         return cls(
-            url=url,
+            url=urlunsplit(parts._replace(query=urlencode(kept))),
             host=parts.hostname or "localhost",
             port=port,
             db=db,

@@ -6,7 +6,8 @@ isolation between coroutines: a statement issued while another coroutine has a
 ``BEGIN`` open would land inside that transaction. Every operation therefore
 holds `_lock`, and every multi-statement transaction runs in a shielded task so
 that cancelling the caller can never leave the connection (and the file's write
-lock) inside an open transaction.
+lock) inside an open transaction. Single-statement writes that arrive while the
+connection is busy are combined into one round trip and one commit.
 """
 
 from __future__ import annotations
@@ -223,8 +224,12 @@ class Database:
                 outcomes = await self._run(body)
             except BaseException as exc:
                 for *_, future in batch:
-                    if not future.done():
-                        future.set_exception(exc) if isinstance(exc, Exception) else future.cancel()
+                    if future.done():
+                        continue
+                    if isinstance(exc, Exception):
+                        future.set_exception(exc)
+                    else:
+                        future.cancel()
                 if not isinstance(exc, Exception):
                     raise
                 continue

@@ -346,12 +346,14 @@ class Worker:
     def _announce(self, run: JobRun, handler_kind: str) -> None:
         run.announced = True
         run.started_at = time.monotonic()
-        event = JobStartEvent(worker_id=self.worker_id, job=run.job, handler_kind=handler_kind,
-                              attempt=run.job.attempts + 1)
+        event = JobStartEvent(
+            worker_id=self.worker_id, job=run.job, handler_kind=handler_kind, attempt=run.job.attempts + 1
+        )
         for observer in self.app.observers:
             safe_call(observer, "on_job_start", event)
-        safe_call(self.app.metrics, "record_job_start", job_id=run.job.id, job_name=run.job.job_name,
-                  queue=run.job.queue)
+        safe_call(
+            self.app.metrics, "record_job_start", job_id=run.job.id, job_name=run.job.job_name, queue=run.job.queue
+        )
 
     async def _execute(self, run: JobRun) -> None:
         assert run.definition is not None
@@ -377,13 +379,27 @@ class Worker:
 
     def job_end(self, run: JobRun, outcome: str, error: BaseException | None, error_text: str | None) -> None:
         duration = time.monotonic() - run.started_at if run.started_at else 0.0
-        event = JobEndEvent(worker_id=self.worker_id, job=run.job, handler_kind=run.kind,
-                            attempt=run.job.attempts + 1, outcome=outcome, duration=duration, error=error,
-                            error_text=error_text)
+        event = JobEndEvent(
+            worker_id=self.worker_id,
+            job=run.job,
+            handler_kind=run.kind,
+            attempt=run.job.attempts + 1,
+            outcome=outcome,
+            duration=duration,
+            error=error,
+            error_text=error_text,
+        )
         for observer in self.app.observers:
             safe_call(observer, "on_job_end", event)
-        safe_call(self.app.metrics, "record_job_end", job_id=run.job.id, job_name=run.job.job_name,
-                  queue=run.job.queue, outcome=outcome, duration=duration)
+        safe_call(
+            self.app.metrics,
+            "record_job_end",
+            job_id=run.job.id,
+            job_name=run.job.job_name,
+            queue=run.job.queue,
+            outcome=outcome,
+            duration=duration,
+        )
 
     def _write_deadline(self) -> float | None:
         """While shutting down, writes give up in time for the process to stop within its bound."""

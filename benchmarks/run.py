@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""Benchmark this repository's soniq against soniq 0.1.0, pgqueuer, procrastinate and raw asyncpg.
+
+    python benchmarks/run.py [--quick] [--only NAME,...] [--runs N] [--json out.json]
+
+Runs with any Python 3.11+ (standard library only). Each system gets its own
+virtualenv under benchmarks/.envs/<name> and its own fresh database
+bench_<name> on postgresql://postgres@127.0.0.1:5432; its driver
+(drivers/<name>_driver.py) runs inside that venv and prints one JSON line per
+measurement. Repetitions are interleaved across systems (rep 1 of every
+system, then rep 2, ...) so that drift in the machine's load hits all of them
+alike; each figure is the median over the repetitions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+ENVS = BENCH / ".envs"
+DRIVERS = BENCH / "drivers"
+RESULTS = BENCH / "results"
+
+# name -> pip arguments (installed into .envs/<name>)
+INSTALLS: dict[str, list[str]] = {
+    "ours": [
+        "-e",
+        str(REPO / "packages/soniq-core"),
+        "-e",
+        str(REPO / "packages/soniq-postgres"),
+        "-e",
+        str(REPO / "packages/soniq-sqlite"),
+    ],
+    "soniq010": ["soniq==0.1.0"],
+    "pgqueuer": ["pgqueuer", "asyncpg"],
+    "procrastinate": ["procrastinate", "psycopg[binary,pool]", "asyncpg"],
+    "raw": ["asyncpg"],
+}
+SYSTEMS = ("ours", "soniq010", "pgqueuer", "procrastinate", "raw")
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the table: a system, or the raw loop at one batch size."""
+
+    label: str
+    env_name: str
+    driver: str
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+COLUMNS = (
+    Column("ours", "ours", "ours_driver.py"),
+    Column("soniq010", "soniq010", "soniq010_driver.py"),
+    Column("pgqueuer", "pgqueuer", "pgqueuer_driver.py"),
+    Column("procrastinate", "procrastinate", "procrastinate_driver.py"),
+    Column("raw1", "raw", "raw_driver.py", {"BENCH_RAW_BATCH": "1"}),
+    Column("raw50", "raw", "raw_driver.py", {"BENCH_RAW_BATCH": "50"}),
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    key: str
+    title: str
+    args: list[str]
+    field: str
+    unit: str
+    columns: tuple[str, ...] | None = None  # None: every column
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class Sizes:
+    runs: int
+    single: int
+    bulk: int
+    process: int
+    backlog: int
+    latency_jobs: int
+    timeout: float
+
+
+FULL = Sizes(runs=3, single=5_000, bulk=5_000, process=5_000, backlog=100_000, latency_jobs=200, timeout=240)
+QUICK = Sizes(runs=1, single=1_000, bulk=5_000, process=2_000, backlog=100_000, latency_jobs=200, timeout=90)
+
+ENQUEUERS = ("ours", "soniq010", "pgqueuer", "procrastinate", "raw1")
+
+
+def metrics_for(sizes: Sizes) -> list[Metric]:
+    t = ["--timeout", str(sizes.timeout)]
+    return [
+        Metric(
+            "enqueue_single", f"enqueue, {sizes.single:,} single awaits", ["enqueue-single", str(sizes.single)],
+            "rate", "jobs/s", ENQUEUERS,
+        ),
+        Metric(
+            "enqueue_bulk", f"enqueue, one bulk call of {sizes.bulk:,}", ["enqueue-bulk", str(sizes.bulk)],
+            "rate", "jobs/s", ENQUEUERS,
+        ),
+        Metric(
+            "process_1w", f"process {sizes.process:,}, 1 worker x10", ["process", str(sizes.process), "--workers", "1", *t],
+            "rate", "jobs/s",
+        ),
+        Metric(
+            "process_2w", f"process {sizes.process:,}, 2 workers x10", ["process", str(sizes.process), "--workers", "2", *t],
+            "rate", "jobs/s",
+        ),
+        Metric(
+            "backlog",
+            f"process {sizes.process:,} of {sizes.backlog:,} queued",
+            ["process", str(sizes.process), "--backlog", str(sizes.backlog), "--workers", "1", *t],
+            "rate", "jobs/s",
+        ),
+        Metric("latency_p50", "pickup latency p50", ["latency", "--jobs", str(sizes.latency_jobs)], "p50_ms", "ms",
+               higher_is_better=False),
+        Metric("sigterm", "idle SIGTERM to exit", ["sigterm", "--runs", "1"], "ms", "ms", higher_is_better=False),
+        Metric("sqlite", f"SQLite: process {sizes.process:,}, 1 worker x10",
+               ["process", str(sizes.process), "--sqlite", "--workers", "1", *t], "rate", "jobs/s", ("ours", "soniq010")),
+    ]
+
+
+# Figures read from another metric's results rather than measured separately.
+DERIVED = (
+    ("latency_p95", "pickup latency p95", "latency_p50", "p95_ms", "ms"),
+    ("rss_busy", "worker RSS after processing", "process_1w", "rss_mb", "MiB"),
+    ("rss_idle", "worker RSS idle (after 1 job)", "sigterm", "idle_rss_mb", "MiB"),
+)
+
+
+# -- environments -------------------------------------------------------------
+
+
+def venv_python(name: str) -> Path:
+    return ENVS / name / "bin" / "python"
+
+
+def ensure_env(name: str, *, reinstall: bool) -> None:
+    marker = ENVS / name / ".bench-installed"
+    spec = json.dumps(INSTALLS[name])
+    if not reinstall and marker.exists() and marker.read_text() == spec and venv_python(name).exists():
+        return
+    print(f"[setup] creating venv {name}: pip install {' '.join(INSTALLS[name])}", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(ENVS / name)], check=True)
+    pip = [str(venv_python(name)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, *INSTALLS[name]], check=True)
+    marker.write_text(spec)
+
+
+def installed_versions(name: str) -> dict[str, str]:
+    wanted = {"soniq", "soniq-core", "soniq-postgres", "soniq-sqlite", "pgqueuer", "procrastinate", "asyncpg", "psycopg"}
+    out = subprocess.run(
+        [str(venv_python(name)), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+        capture_output=True, text=True, check=False,
+    )
+    try:
+        return {p["name"]: p["version"] for p in json.loads(out.stdout) if p["name"].lower() in wanted}
+    except json.JSONDecodeError:
+        return {}
+
+
+# -- running one measurement ------------------------------------------------------
+
+
+def call_driver(column: Column, args: list[str], timeout: float) -> dict[str, Any]:
+    env = dict(os.environ)
+    env.update(column.extra_env)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    command = [str(venv_python(column.env_name)), str(DRIVERS / column.driver), *args]
+    began = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=str(DRIVERS), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"driver timed out after {timeout:.0f}s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return {"error": " | ".join(tail) or f"exit {done.returncode}"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["wall_s"] = round(time.monotonic() - began, 2)
+    return result
+
+
+def median_of(values: list[dict[str, Any]], key: str) -> float | None:
+    numbers = [v[key] for v in values if isinstance(v.get(key), (int, float))]
+    return statistics.median(numbers) if numbers else None
+
+
+# -- targets --------------------------------------------------------------------
+
+
+def ratio(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def evaluate_targets(summary: dict[str, dict[str, float | None]]) -> list[dict[str, Any]]:
+    ours = summary.get("ours", {})
+
+    def get(column: str, metric: str) -> float | None:
+        return summary.get(column, {}).get(metric)
+
+    checks = [
+        ("processing >= 2x pgqueuer (1 worker)", ratio(ours.get("process_1w"), get("pgqueuer", "process_1w")), 2.0, ">="),
+        ("processing >= 2x pgqueuer (2 workers)", ratio(ours.get("process_2w"), get("pgqueuer", "process_2w")), 2.0, ">="),
+        ("processing >= 0.25x raw batched limit (1 worker)", ratio(ours.get("process_1w"), get("raw50", "process_1w")),
+         0.25, ">="),
+        ("processing >= 0.25x raw batched limit (2 workers)", ratio(ours.get("process_2w"), get("raw50", "process_2w")),
+         0.25, ">="),
+        ("100k queued >= 0.8x of 5k queued", ratio(ours.get("backlog"), ours.get("process_1w")), 0.8, ">="),
+        ("single enqueue >= 0.9x raw INSERT+NOTIFY", ratio(ours.get("enqueue_single"), get("raw1", "enqueue_single")),
+         0.9, ">="),
+        ("bulk enqueue >= 0.7x raw COPY", ratio(ours.get("enqueue_bulk"), get("raw1", "enqueue_bulk")), 0.7, ">="),
+        ("pickup latency p50 <= 3 ms", ours.get("latency_p50"), 3.0, "<="),
+        ("pickup latency p95 <= 6 ms", ours.get("latency_p95"), 6.0, "<="),
+        ("idle SIGTERM to exit <= 100 ms", ours.get("sigterm"), 100.0, "<="),
+        ("SQLite >= 2,000 jobs/s", ours.get("sqlite"), 2000.0, ">="),
+    ]
+    out = []
+    for name, measured, bound, op in checks:
+        passed = None if measured is None else (measured >= bound if op == ">=" else measured <= bound)
+        out.append({"target": name, "measured": measured, "bound": bound, "op": op, "passed": passed})
+    return out
+
+
+# -- output ---------------------------------------------------------------------
+
+
+def fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "ms":
+        return f"{value:.1f}" if value < 100 else f"{value:,.0f}"
+    if unit == "MiB":
+        return f"{value:.0f}"
+    return f"{value:,.0f}"
+
+
+def render_table(rows: list[tuple[str, str, str]], summary: dict[str, dict[str, float | None]], flags: dict[str, dict[str, str]],
+                 labels: list[str]) -> str:
+    head = ["metric", "unit", *labels]
+    body = []
+    for key, title, unit in rows:
+        cells = []
+        for label in labels:
+            cell = fmt(summary.get(label, {}).get(key), unit)
+            cells.append(cell + flags.get(label, {}).get(key, ""))
+        body.append([title, unit, *cells])
+    widths = [max(len(str(r[i])) for r in [head, *body]) for i in range(len(head))]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths)) + " |"]
+    lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for r in body:
+        lines.append("| " + " | ".join(
+            (c.ljust(w) if i < 2 else c.rjust(w)) for i, (c, w) in enumerate(zip(r, widths))) + " |")
+    return "\n".join(lines)
+
+
+def render_targets(targets: list[dict[str, Any]]) -> str:
+    lines = ["| target | measured | verdict |", "|---|---|---|"]
+    for t in targets:
+        measured = "-" if t["measured"] is None else (
+            f"{t['measured']:.2f}x" if "x " in t["target"] or "x of" in t["target"] or "x raw" in t["target"]
+            or "x pgqueuer" in t["target"] else f"{t['measured']:,.1f}")
+        verdict = "n/a" if t["passed"] is None else ("PASS" if t["passed"] else "FAIL")
+        lines.append(f"| {t['target']} | {measured} | {verdict} |")
+    return "\n".join(lines)
+
+
+def machine_info() -> dict[str, Any]:
+    def sh(*cmd: str) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, timeout=10).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+
+    pg = ""
+    if venv_python("raw").exists():
+        pg = sh(str(venv_python("raw")), "-c",
+                "import asyncio,asyncpg\n"
+                "async def m():\n c=await asyncpg.connect('postgresql://postgres@127.0.0.1:5432/postgres')\n"
+                " print(await c.fetchval('select version()'));\n"
+                " print(await c.fetchval('show synchronous_commit')); await c.close()\n"
+                "asyncio.run(m())")
+    pg_lines = pg.splitlines() or ["", ""]
+    return {
+        "nproc": sh("nproc"),
+        "memory": sh("free", "-h"),
+        "cpu": next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name")), "") if Path("/proc/cpuinfo").exists() else "",
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "postgres": pg_lines[0],
+        "synchronous_commit": pg_lines[1] if len(pg_lines) > 1 else "",
+        "git_commit": sh("git", "-C", str(REPO), "rev-parse", "--short", "HEAD"),
+    }
+
+
+# -- main -----------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="1 run, smaller N: a few minutes")
+    parser.add_argument("--only", default=None, help=f"comma-separated systems from {', '.join(SYSTEMS)}")
+    parser.add_argument("--metrics", default=None, help="comma-separated metric keys (default: all)")
+    parser.add_argument("--runs", type=int, default=None, help="repetitions (default: 3, quick: 1)")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--reinstall", action="store_true", help="recreate the venvs")
+    args = parser.parse_args(argv)
+
+    sizes = QUICK if args.quick else FULL
+    runs = args.runs or sizes.runs
+    only = [s.strip() for s in args.only.split(",")] if args.only else list(SYSTEMS)
+    unknown = sorted(set(only) - set(SYSTEMS))
+    if unknown:
+        parser.error(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
+    columns = [c for c in COLUMNS if c.env_name in only]
+    metrics = metrics_for(sizes)
+    if args.metrics:
+        keys = {k.strip() for k in args.metrics.split(",")}
+        metrics = [m for m in metrics if m.key in keys]
+
+    ENVS.mkdir(exist_ok=True)
+    RESULTS.mkdir(exist_ok=True)
+    for name in dict.fromkeys([*only, "raw"]):
+        ensure_env(name, reinstall=args.reinstall)
+
+    started = time.time()
+    load_before = os.getloadavg()
+    raw: dict[str, dict[str, list[dict[str, Any]]]] = {c.label: {} for c in columns}
+    for rep in range(runs):
+        for metric in metrics:
+            for column in columns:
+                if metric.columns is not None and column.label not in metric.columns:
+                    continue
+                print(f"[run {rep + 1}/{runs}] {metric.key:<15} {column.label:<14}", end=" ", flush=True)
+                result = call_driver(column, metric.args, timeout=sizes.timeout * 2 + 300)
+                raw[column.label].setdefault(metric.key, []).append(result)
+                value = result.get(metric.field)
+                shown = result.get("error") or (f"{value:,.1f} {metric.unit}" if isinstance(value, (int, float)) else "-")
+                flag = " (timed out: partial)" if result.get("timed_out") else ""
+                print(f"{shown}{flag}  [{result.get('wall_s', '?')}s]", flush=True)
+
+    summary: dict[str, dict[str, float | None]] = {}
+    flags: dict[str, dict[str, str]] = {}
+    for column in columns:
+        summary[column.label] = {}
+        flags[column.label] = {}
+        for metric in metrics:
+            values = raw[column.label].get(metric.key, [])
+            if values:
+                summary[column.label][metric.key] = median_of(values, metric.field)
+                if any(v.get("timed_out") for v in values):
+                    flags[column.label][metric.key] = "*"
+                if any("error" in v for v in values):
+                    flags[column.label][metric.key] = "!"
+        for key, _title, source, fieldname, _unit in DERIVED:
+            if raw[column.label].get(source):
+                summary[column.label][key] = median_of(raw[column.label][source], fieldname)
+
+    rows = []
+    for metric in metrics:
+        rows.append((metric.key, metric.title, metric.unit))
+        for key, title, source, _f, unit in DERIVED:
+            if source == metric.key:
+                rows.append((key, title, unit))
+    labels = [c.label for c in columns]
+    table = render_table(rows, summary, flags, labels)
+    targets = evaluate_targets(summary)
+    load_after = os.getloadavg()
+    machine = machine_info()
+
+    print()
+    print(f"soniq benchmark ({'quick' if args.quick else 'full'}, medians of {runs}), "
+          f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {time.time() - started:.0f}s")
+    print(f"machine: {machine['nproc']} cores, {machine['cpu']}; {machine['postgres'][:40]}; "
+          f"load avg before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    print()
+    print(table)
+    print("\n* = hit the time limit (partial rate)   ! = a run failed (see JSON)\n")
+    print(render_targets(targets))
+
+    report = {
+        "mode": "quick" if args.quick else "full",
+        "runs": runs,
+        "sizes": sizes.__dict__,
+        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "seconds": round(time.time() - started, 1),
+        "load_average_before": load_before,
+        "load_average_after": load_after,
+        "machine": machine,
+        "versions": {name: installed_versions(name) for name in dict.fromkeys(c.env_name for c in columns)},
+        "summary": summary,
+        "targets": targets,
+        "table": table,
+        "raw": raw,
+    }
+    full_run = not args.quick and not args.only and not args.metrics
+    outputs = [RESULTS / ("last.json" if full_run else f"run-{dt.datetime.now():%Y%m%d-%H%M%S}.json")]
+    if args.json:
+        outputs.append(Path(args.json))
+    for path in outputs:
+        path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+        print(f"\nwrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""URLs and options, an unreachable server, and a connection lost mid-life then recovered."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from soniq.backend import Backend
+from soniq.discovery import backend_class_for, create_backend
+from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError
+from soniq.records import JobStatus
+from soniq_redis import RedisBackend
+
+pytestmark = pytest.mark.asyncio
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def test_entry_points_serve_both_schemes() -> None:
+    assert backend_class_for("redis://127.0.0.1:6379/0") is RedisBackend
+    assert backend_class_for("rediss://127.0.0.1:6380/0") is RedisBackend
+    backend = create_backend("redis://127.0.0.1:6379/3", namespace="tenant")
+    assert isinstance(backend, RedisBackend)
+    assert isinstance(backend, Backend)
+
+
+async def test_url_gives_host_port_db_and_tls() -> None:
+    plain = RedisBackend.from_url("redis://example.invalid:7000/5")
+    assert repr(plain) == "RedisBackend(example.invalid:7000/5, prefix='soniq:')"
+    tls = RedisBackend.from_url("rediss://example.invalid/2", namespace="a")
+    assert repr(tls) == "RedisBackend(example.invalid:6379/2, prefix='soniq:{a}:')"
+    assert tls._target.tls is True
+    assert plain._target.tls is False
+
+
+async def test_soniq_options_may_come_from_the_url_and_a_keyword_wins() -> None:
+    backend = RedisBackend.from_url(
+        "redis://127.0.0.1/0?namespace=billing&max_connections=20&health_check_interval=5", client_name="kw"
+    )
+    assert backend.keys.prefix == "soniq:{billing}:"
+    assert backend._target.options["max_connections"] == 20
+    assert backend._target.options["client_name"] == "kw"
+    # Soniq's own parameters are stripped; redis-py's stay for redis-py.
+    assert backend._target.url == "redis://127.0.0.1/0?health_check_interval=5"
+    overridden = RedisBackend.from_url("redis://127.0.0.1/0?namespace=billing", namespace="other")
+    assert overridden.keys.prefix == "soniq:{other}:"
+    with pytest.raises(InvalidURLError, match="max_connections"):
+        RedisBackend.from_url("redis://127.0.0.1/0?max_connections=lots")
+
+
+async def test_from_url_opens_nothing() -> None:
+    # Would fail at once if from_url tried to connect.
+    RedisBackend.from_url(f"redis://127.0.0.1:{_closed_port()}/0")
+
+
+async def test_capabilities() -> None:
+    caps = RedisBackend.from_url("redis://127.0.0.1/0").capabilities
+    assert caps.push_wakeup is True
+    assert caps.transactional_enqueue is False
+    assert caps.shared_across_processes is True
+    assert caps.timestamp_precision.total_seconds() == 1e-6
+
+
+async def test_unknown_option_is_a_type_error_naming_it_and_the_accepted_ones() -> None:
+    with pytest.raises(TypeError, match=r"colour.*accepted options: namespace, max_connections"):
+        RedisBackend.from_url("redis://127.0.0.1/0", colour="blue")
+
+
+@pytest.mark.parametrize("url", ["redis://127.0.0.1/notadb", "http://127.0.0.1/0", "redis://127.0.0.1:99999/0"])
+async def test_bad_urls_are_rejected(url: str) -> None:
+    with pytest.raises(InvalidURLError):
+        RedisBackend.from_url(url)
+
+
+@pytest.mark.parametrize("namespace", ["", "a{b", "c}d"])
+async def test_bad_namespaces_are_rejected(namespace: str) -> None:
+    with pytest.raises(ValueError, match="namespace"):
+        RedisBackend.from_url("redis://127.0.0.1/0", namespace=namespace)
+
+
+async def test_unreachable_server_raises_backend_unavailable_naming_host_and_port() -> None:
+    port = _closed_port()
+    backend = RedisBackend.from_url(f"redis://127.0.0.1:{port}/0")
+    with pytest.raises(BackendUnavailableError, match=f"127.0.0.1:{port}") as caught:
+        await backend.connect()
+    assert isinstance(caught.value.__cause__, RedisConnectionError)
+    await backend.close()
+
+
+async def test_lost_connection_raises_backend_unavailable_then_recovers(private_server: Any, make_job: Any) -> None:
+    backend = RedisBackend.from_url(private_server.url, namespace="lost")
+    await backend.connect()
+    try:
+        before = make_job()
+        await backend.enqueue_jobs(jobs=[before])
+
+        private_server.stop()
+        with pytest.raises(BackendUnavailableError, match=f"127.0.0.1:{private_server.port}"):
+            await backend.get_job(job_id=before.id)
+        with pytest.raises(BackendUnavailableError):
+            await backend.claim_jobs(worker_id="w", queues=None, limit=1, mark_started=False)
+
+        private_server.start()  # an empty server: nothing was persisted
+        after = make_job()
+        await backend.enqueue_jobs(jobs=[after])
+        row = await backend.get_job(job_id=after.id)
+        assert row is not None
+        assert row.status is JobStatus.QUEUED
+        assert await backend.get_job(job_id=before.id) is None
+    finally:
+        await backend.close()
+
+
+async def test_prepare_worker_refuses_a_pool_too_small_for_the_worker(redis_url: str) -> None:
+    backend = RedisBackend.from_url(redis_url, namespace="pool", max_connections=4)
+    try:
+        with pytest.raises(SoniqError, match=r"max_connections=4 is too small.*at least 10"):
+            await backend.prepare_worker(concurrency=6, prefetch=2)
+    finally:
+        await backend.close()
