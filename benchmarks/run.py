@@ -43,7 +43,7 @@ INSTALLS: dict[str, list[str]] = {
         "-e",
         str(REPO / "packages/soniq-sqlite"),
     ],
-    "soniq010": ["soniq==0.1.0"],
+    "soniq010": ["soniq[sqlite]==0.1.0"],
     "pgqueuer": ["pgqueuer", "asyncpg"],
     "procrastinate": ["procrastinate", "psycopg[binary,pool]", "asyncpg"],
     "raw": ["asyncpg"],
@@ -187,7 +187,7 @@ def call_driver(column: Column, args: list[str], timeout: float) -> dict[str, An
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
-        return {"error": " | ".join(tail) or f"exit {done.returncode}"}
+        return {"error": " | ".join(tail) or f"exit {done.returncode}", "wall_s": round(time.monotonic() - began, 2)}
     result: dict[str, Any] = json.loads(lines[-1])
     result["wall_s"] = round(time.monotonic() - began, 2)
     return result

@@ -49,10 +49,11 @@ class BackendContractSuite(
 
     pytestmark = [pytest.mark.soniq_contract]
 
-    heartbeat_timeout: float = 0.3
-    """The `heartbeat_timeout` the recovery tests sweep with: silent workers go stale this fast."""
+    heartbeat_timeout: float = 1.0
+    """The `heartbeat_timeout` the recovery tests sweep with: silent workers go stale this fast.
+    Live workers beat every 30 ms, so only a stall longer than this makes one look stale."""
 
-    stale_deadline: float = 5.0
+    stale_deadline: float = 10.0
     """How long the recovery tests keep sweeping for a silent worker to be reported stale."""
 
     @pytest.fixture

@@ -141,6 +141,6 @@ async def test_private_batch_complete_is_fenced_per_row(
     owner_of_mine = first.worker_id if first else None
     assert owner_of_mine in ("a", "b")
 
-    completed = await backend._complete_jobs(worker_id="a", results=[(mine.id, 1), (theirs.id, 2)])
+    completed = await backend.complete_jobs(worker_id="a", results=[(mine.id, 1), (theirs.id, 2)])
     a_row = mine.id if owner_of_mine == "a" else theirs.id
     assert completed == {a_row}

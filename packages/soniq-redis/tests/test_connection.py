@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any
 
@@ -65,6 +66,7 @@ async def test_capabilities() -> None:
     assert caps.push_wakeup is True
     assert caps.transactional_enqueue is False
     assert caps.shared_across_processes is True
+    assert caps.batch_complete is True
     assert caps.timestamp_precision.total_seconds() == 1e-6
 
 
@@ -114,6 +116,23 @@ async def test_lost_connection_raises_backend_unavailable_then_recovers(private_
         assert row is not None
         assert row.status is JobStatus.QUEUED
         assert await backend.get_job(job_id=before.id) is None
+    finally:
+        await backend.close()
+
+
+async def test_a_server_restart_between_operations_costs_no_error(private_server: Any, make_job: Any) -> None:
+    backend = RedisBackend.from_url(private_server.url, namespace="restart")
+    await backend.connect()
+    try:
+        await asyncio.gather(*(backend.queue_stats() for _ in range(4)))  # several pooled connections
+        # In threads, so that the event loop runs on meanwhile, as it does in a live worker.
+        await asyncio.to_thread(private_server.stop)
+        await asyncio.to_thread(private_server.start)
+        # Every pooled connection is dead; the first operation must not fail on one.
+        job = make_job()
+        await backend.enqueue_jobs(jobs=[job])
+        [claimed] = await backend.claim_jobs(worker_id="w", queues=None, limit=1, mark_started=False)
+        assert claimed.id == job.id
     finally:
         await backend.close()
 

@@ -17,7 +17,7 @@ from soniq_redis import KeySpace, RedisBackend
 pytestmark = pytest.mark.asyncio
 
 AWKWARD = [
-    'quote " and \' apostrophe',
+    "quote \" and ' apostrophe",
     "nul \x00 byte",
     "ünïcödé ✓ 漢字 🎉",
     "glob * ? [a-z] \\ colon : braces {x}",
@@ -127,8 +127,9 @@ async def test_awkward_strings_round_trip(backend: RedisBackend, make_job: Any, 
     [dead] = await backend.list_dead_letter(queue=text)
     assert (dead.id, dead.queue, dead.job_name, dict(dead.args), dead.last_error) == (job.id, text, text, args, text)
 
-    new_id = await backend.replay_dead_letter(job_id=job.id, new_job_id=text + "-replayed", scheduled_at=job.scheduled_at)
-    assert new_id == text + "-replayed"
+    replay_id = text + "-replayed"
+    new_id = await backend.replay_dead_letter(job_id=job.id, new_job_id=replay_id, scheduled_at=job.scheduled_at)
+    assert new_id == replay_id
     replayed = await backend.get_job(job_id=new_id)
     assert replayed is not None
     assert (replayed.queue, replayed.job_name, dict(replayed.args), replayed.status) == (
@@ -164,3 +165,25 @@ async def test_recovery_reports_stale_workers_and_cleans_their_processing_set(
 
     assert (result.stale_workers, result.requeued, result.dead_lettered) == (("gone",), (job.id,), ())
     assert await admin.smembers(processing_set) == set()
+
+
+async def test_complete_jobs_writes_only_the_rows_the_worker_still_owns(backend: RedisBackend, make_job: Any) -> None:
+    mine, lost, other = make_job(), make_job(), make_job()
+    await backend.enqueue_jobs(jobs=[mine, lost, other])
+    await backend.claim_jobs(worker_id="w", queues=None, limit=2, mark_started=True)
+    await backend.claim_jobs(worker_id="x", queues=None, limit=1, mark_started=True)
+    claimed_by_w = {row.id for row in await backend.list_jobs(status=JobStatus.PROCESSING) if row.worker_id == "w"}
+    first, second = sorted(claimed_by_w)
+    assert await backend.nack_job(job_id=second, worker_id="w")
+    not_w = ({mine.id, lost.id, other.id} - claimed_by_w).pop()
+
+    written = await backend.complete_jobs(worker_id="w", results=[(first, {"n": 1}), (second, 2), (not_w, 3)])
+
+    assert written == {first}
+    rows = {job_id: await backend.get_job(job_id=job_id) for job_id in (first, second, not_w)}
+    assert {job_id: (row.status, row.result) for job_id, row in rows.items() if row} == {
+        first: (JobStatus.DONE, {"n": 1}),
+        second: (JobStatus.QUEUED, None),
+        not_w: (JobStatus.PROCESSING, None),
+    }
+    assert await backend.complete_jobs(worker_id="w", results=[]) == set()

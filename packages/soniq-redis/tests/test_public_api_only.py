@@ -65,9 +65,9 @@ def private_uses(source: str, filename: str = "<source>") -> list[str]:
             callee = _dotted(node.func) or ""
             if callee.split(".")[-1] in ("import_module", "__import__") and node.args:
                 first = node.args[0]
-                if isinstance(first, ast.Constant) and isinstance(first.value, str):
-                    if _is_soniq(first.value) and _private_segments(first.value):
-                        found.append(f"{node.lineno}: {callee}({first.value!r})")
+                named = first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else ""
+                if _is_soniq(named) and _private_segments(named):
+                    found.append(f"{node.lineno}: {callee}({named!r})")
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute):

@@ -33,8 +33,8 @@ async def test_completing_with_a_fifth_status_is_refused_and_writes_nothing(
     await backend.enqueue_jobs(jobs=[job])
     [claimed] = await backend.claim_jobs(worker_id="w", queues=None, limit=1, mark_started=True)
 
-    with pytest.raises(StatusRejectedError, match='"failed".*queued, processing, done and cancelled'):
-        await _run(backend, "complete", "failed", job.id, "w", "null")
+    with pytest.raises(StatusRejectedError, match=r'"failed".*queued, processing, done and cancelled'):
+        await _run(backend, "complete", "failed", "w", job.id, "null")
 
     assert await backend.get_job(job_id=job.id) == claimed
     assert (await backend.queue_stats()).processing == 1

@@ -46,6 +46,8 @@ class BackendCapabilities:
     """`wait_for_jobs` returns promptly when another process enqueues."""
     transactional_enqueue: bool = False
     """`enqueue_jobs(connection=...)` joins the caller's open transaction."""
+    batch_complete: bool = False
+    """`complete_jobs` writes many completions in one round trip."""
     shared_across_processes: bool = True
     """Several worker processes may share the store (False for in-process memory)."""
     timestamp_precision: timedelta = timedelta(microseconds=1)
@@ -137,6 +139,11 @@ class Backend(Protocol):
 
     async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
         """``status = 'done'``, store the JSON `result`, ``worker_id = NULL``. Fenced."""
+
+    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
+        """Batch form of `complete_job`, called only when `capabilities.batch_complete`:
+        complete each ``(job_id, result)`` this worker still owns, each row fenced on
+        its own, in one round trip. Returns the ids actually written."""
 
     async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
         """A failed run: ``attempts += 1``, ``last_error = error``, back to `queued`

@@ -80,6 +80,7 @@ class PostgresBackend:
         self._capabilities = BackendCapabilities(
             push_wakeup=options.listen,
             transactional_enqueue=True,
+            batch_complete=True,
             shared_across_processes=True,
         )
 
@@ -250,8 +251,7 @@ class PostgresBackend:
     async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
         return await self._fenced(self._queries.complete, job_id, worker_id, to_json(result))
 
-    async def _complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
-        """Private batching variant of `complete_job`: the ids actually completed."""
+    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
         if not results:
             return set()
         ids = [job_id for job_id, _ in results]

@@ -84,6 +84,7 @@ class RedisBackend:
         return BackendCapabilities(
             push_wakeup=True,
             transactional_enqueue=False,
+            batch_complete=True,
             shared_across_processes=True,
             protocol_version=BACKEND_PROTOCOL_VERSION,
         )
@@ -258,7 +259,16 @@ class RedisBackend:
         return bool(await self._run("mark_started", job_id, worker_id))
 
     async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
-        return bool(await self._run("complete", JobStatus.DONE.value, job_id, worker_id, dumps(result)))
+        return bool(await self._run("complete", JobStatus.DONE.value, worker_id, job_id, dumps(result)))
+
+    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
+        if not results:
+            return set()
+        pairs_args: list[str | int] = []
+        for job_id, result in results:
+            pairs_args += [job_id, dumps(result)]
+        written = await self._run("complete", JobStatus.DONE.value, worker_id, *pairs_args)
+        return {str(job_id) for job_id in written}
 
     async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
         return bool(await self._run("requeue", "retry", job_id, worker_id, to_micros(scheduled_at), error))

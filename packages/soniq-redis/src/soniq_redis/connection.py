@@ -117,6 +117,10 @@ class RedisTarget:
             # Lone surrogates in queue or job names survive the round trip.
             "encoding_errors": "surrogatepass",
             "retry": Retry(NoBackoff(), 0),
+            # RESP2: redis-py then checks a pooled connection on checkout and
+            # replaces one the server closed (after a restart, say) instead of
+            # failing the next command on it; its RESP3 default skips that check.
+            "protocol": 2,
             "socket_connect_timeout": self.options["socket_connect_timeout"],
         }
         for name in ("max_connections", "socket_timeout", "client_name"):

@@ -45,6 +45,7 @@ class JobRun:
     started_at: float = 0.0
     nack_outcome: asyncio.Future[str] | None = None
     """Set by the force path; resolves to how the nack went, so the run's own task reports its end."""
+    holds_slot: bool = False
     announced: bool = False
     """Observers were told this run started (so they must hear how it ended)."""
 

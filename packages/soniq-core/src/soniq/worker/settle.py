@@ -7,6 +7,7 @@ import logging
 import traceback
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, TypeVar
 
 from soniq.backend import Backend
 from soniq.errors import BackendUnavailableError
@@ -15,7 +16,12 @@ from soniq.retry import RetryPolicy
 from soniq.serialization import check_result
 from soniq.worker.runs import JobRun, Outcome
 
+if TYPE_CHECKING:
+    from soniq.worker.batching import CompletionBatcher
+
 logger = logging.getLogger("soniq.worker")
+
+T = TypeVar("T")
 
 WRITE_RETRY_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0, 4.0)
 
@@ -30,9 +36,7 @@ def describe_error(exc: BaseException) -> str:
     return text[:4000]
 
 
-async def write_with_retry(
-    what: str, operation: Callable[[], Awaitable[bool]], *, give_up_at: float | None
-) -> bool | None:
+async def write_with_retry(what: str, operation: Callable[[], Awaitable[T]], *, give_up_at: float | None) -> T | None:
     """Run a store write, retrying while the store is unreachable.
 
     Returns the write's result, or None when it could not be made before
@@ -53,8 +57,11 @@ async def write_with_retry(
 
 
 class Settler:
-    def __init__(self, backend: Backend, worker_id: str, retry_policy: RetryPolicy) -> None:
+    def __init__(
+        self, backend: Backend, worker_id: str, retry_policy: RetryPolicy, completions: CompletionBatcher
+    ) -> None:
         self._backend = backend
+        self._completions = completions
         self._worker_id = worker_id
         self._retry = retry_policy
 
@@ -67,11 +74,7 @@ class Settler:
             except TypeError as exc:
                 outcome = Outcome(ok=False, error=exc)
             else:
-                written = await write_with_retry(
-                    f"done for job {job.id}",
-                    lambda: self._backend.complete_job(job_id=job.id, worker_id=self._worker_id, result=result),
-                    give_up_at=give_up_at,
-                )
+                written = await self._completions.complete(job.id, result)
                 return self._named("done", written, run), None
         if outcome.snooze_seconds is not None:
             when = datetime.now(UTC) + timedelta(seconds=outcome.snooze_seconds)

@@ -68,9 +68,14 @@ class ShutdownSequence:
         await release
         await marking
         if drained:
-            w.transition(WorkerState.STOPPED, reason="drained", nacked=self.nacked)
+            await self._stop(reason="drained", nacked=self.nacked)
             return
         await self._force(reason="second signal" if w.force_event.is_set() else "shutdown_timeout elapsed")
+
+    async def _stop(self, *, reason: str, nacked: list[str]) -> None:
+        """STOPPED, once every queued completion write has landed (or given up)."""
+        await self.w.completions.drain()
+        self.w.transition(WorkerState.STOPPED, reason=reason, nacked=nacked)
 
     async def _mark_stopping(self) -> None:
         try:
@@ -181,7 +186,7 @@ class ShutdownSequence:
         assert w.executor is not None
         waiting = [r.job.id for r in w.pinned_runs() if r.phase is not RunPhase.FINISHED]
         if not waiting and not w.executor.live_threads:
-            w.transition(WorkerState.STOPPED, reason="async work nack'd", nacked=self.nacked)
+            await self._stop(reason="async work nack'd", nacked=self.nacked)
             return
         w.transition(
             WorkerState.WAIT_FOR_THREAD,
@@ -224,7 +229,7 @@ class ShutdownSequence:
             for observer in w.app.observers:
                 safe_call(observer, "on_shutdown_notice", notice)
             await self._wait_until(self._nothing_left, None, stop_on_force=False)
-        w.transition(WorkerState.STOPPED, reason="sync threads returned", nacked=self.nacked)
+        await self._stop(reason="sync threads returned", nacked=self.nacked)
 
     async def _nack(self, run: JobRun, reason: str) -> bool:
         w = self.w

@@ -25,6 +25,7 @@ from soniq.metrics import safe_call
 from soniq.observers import JobEndEvent, JobStartEvent, ShutdownInfo, TransitionEvent
 from soniq.records import JobRecord, StaleJobPolicy, WorkerInfo, WorkerStatus
 from soniq.retry import RetryPolicy
+from soniq.worker.batching import CompletionBatcher
 from soniq.worker.executor import Executor
 from soniq.worker.runs import JobRun, Outcome, RunPhase
 from soniq.worker.settle import Settler, write_with_retry
@@ -86,6 +87,9 @@ class Worker:
         # Only when a buffer or the zombie policy needs it do we pay a write to record the handler start.
         self.defer_start_mark = self.prefetch > 0 or settings.stale_job_policy is StaleJobPolicy.DEAD_LETTER
         self.active: dict[str, JobRun] = {}
+        """Every claimed row from slot to last write (including runs whose outcome is being written)."""
+        self.running = 0
+        """Rows holding a slot: claimed and not yet returned from their handler."""
         self.buffer: deque[JobRun] = deque()
         self.shutdown_info: ShutdownInfo | None = None
         self._stop_event = asyncio.Event()
@@ -98,10 +102,12 @@ class Worker:
         self._background: list[asyncio.Task[None]] = []
         self._claim_task: asyncio.Task[None] | None = None
         self.executor: Executor | None = None
+        self.completions = CompletionBatcher(self.backend, self.worker_id, self._write_deadline)
         self.settler = Settler(
             self.backend,
             self.worker_id,
             RetryPolicy(base=settings.retry_backoff_base, maximum=settings.retry_backoff_max),
+            self.completions,
         )
 
     # -- public control ------------------------------------------------------
@@ -240,7 +246,7 @@ class Worker:
         while self.state is WorkerState.RUNNING and not self._stop_event.is_set():
             # Cleared before looking at the slots, so a slot freed from here on wakes the wait below.
             self._slot_event.clear()
-            room = (self.concurrency - len(self.active)) + self.prefetch - len(self.buffer)
+            room = (self.concurrency - self.running) + self.prefetch - len(self.buffer)
             if room <= 0:
                 await self._race(self._slot_event.wait())
                 continue
@@ -276,7 +282,7 @@ class Worker:
                 # Claimed as the drain began: never started, so it is handed back with the buffer.
                 run.phase = RunPhase.BUFFERED
                 self.buffer.append(run)
-            elif len(self.active) < self.concurrency:
+            elif self.running < self.concurrency:
                 self._start(run)
             else:
                 run.phase = RunPhase.BUFFERED
@@ -285,12 +291,14 @@ class Worker:
     def _start(self, run: JobRun) -> None:
         run.phase = RunPhase.CLAIMED
         self.active[run.job.id] = run
+        self.running += 1
+        run.holds_slot = True
         run.task = asyncio.create_task(self._lifecycle(run), name=f"soniq-job-{run.job.id}")
 
     def _fill_from_buffer(self) -> None:
         while (
             self.buffer
-            and len(self.active) < self.concurrency
+            and self.running < self.concurrency
             and self.state is WorkerState.RUNNING
             and not self._stop_event.is_set()
         ):
@@ -338,8 +346,16 @@ class Worker:
             logger.exception("internal error while running job %s; the row stays for stale recovery", job.id)
         finally:
             run.phase = RunPhase.FINISHED
+            self._release_slot(run)
             self.active.pop(job.id, None)
             self.summary.processed += 1
+            self._slot_event.set()
+
+    def _release_slot(self, run: JobRun) -> None:
+        """The handler is done with its slot; its outcome may still be on its way to the store."""
+        if run.holds_slot:
+            run.holds_slot = False
+            self.running -= 1
             self._slot_event.set()
             self._fill_from_buffer()
 
@@ -374,6 +390,7 @@ class Worker:
             return
         outcome: Outcome = run.handler_task.result()
         run.phase = RunPhase.SETTLING
+        self._release_slot(run)
         name, error_text = await self.settler.settle(run, outcome, give_up_at=self._write_deadline())
         self.job_end(run, name, outcome.error, error_text)
 

@@ -1,0 +1,84 @@
+"""Completion writes batched while the store is busy.
+
+A `done` write is queued and the handler's slot is freed at once; one flush
+in flight at a time takes everything queued so far, so under load many
+completions share one round trip, and when idle a completion is written
+immediately. Each row stays fenced by owner. A row whose handler returned
+but whose flush has not landed is still `processing` in the store: if the
+process is SIGKILLed in that window, stale recovery runs the job again
+(at-least-once). The worker drains the batcher before STOPPED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from soniq.backend import Backend
+from soniq.worker.settle import write_with_retry
+
+logger = logging.getLogger("soniq.worker")
+
+MAX_BATCH = 500
+
+
+class CompletionBatcher:
+    def __init__(self, backend: Backend, worker_id: str, give_up_at: Callable[[], float | None]) -> None:
+        self._backend = backend
+        self._worker_id = worker_id
+        self._give_up_at = give_up_at
+        self._batched = backend.capabilities.batch_complete
+        self._pending: list[tuple[str, Any, asyncio.Future[bool | None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    def complete(self, job_id: str, result: Any) -> asyncio.Future[bool | None]:
+        """Queue a fenced `done` write; the future says whether it was written (None: store unreachable)."""
+        future: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
+        self._pending.append((job_id, result, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="soniq-completions")
+        return future
+
+    async def drain(self) -> None:
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            try:
+                written = await self._write(batch)
+            except Exception as exc:
+                logger.error("completion write failed: %s", exc)
+                written = None
+            for job_id, _, future in batch:
+                if not future.done():
+                    future.set_result(None if written is None else job_id in written)
+
+    async def _write(self, batch: list[tuple[str, Any, asyncio.Future[bool | None]]]) -> set[str] | None:
+        if self._batched:
+            results = [(job_id, result) for job_id, result, _ in batch]
+            outcome = await write_with_retry(
+                f"done for {len(batch)} jobs",
+                lambda: self._backend.complete_jobs(worker_id=self._worker_id, results=results),
+                give_up_at=self._give_up_at(),
+            )
+            return outcome
+
+        async def one(job_id: str, result: Any) -> bool | None:
+            return await write_with_retry(
+                f"done for job {job_id}",
+                lambda: self._backend.complete_job(job_id=job_id, worker_id=self._worker_id, result=result),
+                give_up_at=self._give_up_at(),
+            )
+
+        answers = await asyncio.gather(*(one(job_id, result) for job_id, result, _ in batch))
+        if any(answer is None for answer in answers):
+            # Some rows could not be written: report those as unwritten, the others as they went.
+            for (_, _, future), answer in zip(batch, answers, strict=True):
+                if not future.done():
+                    future.set_result(answer)
+            return None
+        return {job_id for (job_id, _, _), answer in zip(batch, answers, strict=True) if answer}
