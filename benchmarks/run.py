@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +35,8 @@ REPO = BENCH.parent
 ENVS = BENCH / ".envs"
 DRIVERS = BENCH / "drivers"
 RESULTS = BENCH / "results"
+# Worker logs of the last run (the drivers write them here; see drivers/_harness.py).
+LOG_DIR = Path(os.environ.get("BENCH_LOG_DIR", tempfile.gettempdir())) / "soniq-bench-logs"
 
 # name -> pip arguments (installed into .envs/<name>)
 INSTALLS: dict[str, list[str]] = {
@@ -169,6 +174,16 @@ def installed_versions(name: str) -> dict[str, str]:
         return {p["name"]: p["version"] for p in json.loads(out.stdout) if p["name"].lower() in wanted}
     except json.JSONDecodeError:
         return {}
+
+
+def source_fingerprint() -> str:
+    """Short hash of ours' sources: the venv is editable, so edits during a session show up here."""
+    digest = hashlib.sha1()
+    for package in ("soniq-core", "soniq-postgres", "soniq-sqlite"):
+        for path in sorted((REPO / "packages" / package / "src").rglob("*.py")):
+            digest.update(str(path.relative_to(REPO)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
 
 
 # -- running one measurement ------------------------------------------------------
@@ -335,12 +350,14 @@ def main(argv: list[str] | None = None) -> int:
 
     ENVS.mkdir(exist_ok=True)
     RESULTS.mkdir(exist_ok=True)
+    shutil.rmtree(LOG_DIR, ignore_errors=True)
     for name in dict.fromkeys([*only, "raw"]):
         ensure_env(name, reinstall=args.reinstall)
 
     started = time.time()
     load_before = os.getloadavg()
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {c.label: {} for c in columns}
+    fingerprints: set[str] = set()
     for rep in range(runs):
         for metric in metrics:
             for column in columns:
@@ -348,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 print(f"[run {rep + 1}/{runs}] {metric.key:<15} {column.label:<14}", end=" ", flush=True)
                 result = call_driver(column, metric.args, timeout=sizes.timeout * 2 + 300)
+                if column.env_name == "ours":
+                    result["source"] = source_fingerprint()
+                    fingerprints.add(result["source"])
                 raw[column.label].setdefault(metric.key, []).append(result)
                 value = result.get(metric.field)
                 shown = result.get("error") or (f"{value:,.1f} {metric.unit}" if isinstance(value, (int, float)) else "-")
@@ -392,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     print("\n* = hit the time limit (partial rate)   ! = a run failed (see JSON)\n")
     print(render_targets(targets))
+    if len(fingerprints) > 1:
+        print(f"\nwarning: ours' sources changed during the session ({len(fingerprints)} versions measured; "
+              "the 'source' field of each result in the JSON says which)")
 
     report = {
         "mode": "quick" if args.quick else "full",
@@ -402,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_before": load_before,
         "load_average_after": load_after,
         "machine": machine,
+        "ours_sources": sorted(fingerprints),
         "versions": {name: installed_versions(name) for name in dict.fromkeys(c.env_name for c in columns)},
         "summary": summary,
         "targets": targets,

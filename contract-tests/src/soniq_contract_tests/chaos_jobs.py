@@ -29,7 +29,7 @@ MAX_RETRIES = 4
 FATES = ("ok", "fail", "flaky")
 
 
-class ChaosFailure(RuntimeError):
+class ChaosJobError(RuntimeError):
     """The failure a chaos job raises on purpose."""
 
 
@@ -59,7 +59,7 @@ def _finish(key: str, fate: str) -> dict[str, Any]:
     fails = fate == "fail" or (fate == "flaky" and _first_to_claim(key))
     log_line("E", key, str(os.getpid()), f"{time.time():.6f}", "fail" if fails else "ok")
     if fails:
-        raise ChaosFailure(f"chaos failure of {key} ({fate})")
+        raise ChaosJobError(f"chaos failure of {key} ({fate})")
     return {"key": key}
 
 

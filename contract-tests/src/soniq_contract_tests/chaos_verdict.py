@@ -17,6 +17,7 @@ alone: the seed contract never nacks a sync row.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,11 +106,7 @@ def _explain(previous: Run, following: Run, job: PlannedJob, faults: list[Fault]
             return "connection_kill"
     if previous.outcome is None and job.is_async:
         for fault in faults:
-            if (
-                fault.kind in ("sigterm", "sigterm_twice")
-                and fault.pid == previous.pid
-                and fault.at <= following.start
-            ):
+            if fault.kind in ("sigterm", "sigterm_twice") and fault.pid == previous.pid and fault.at <= following.start:
                 return "force_path_cancel"
     return None
 
@@ -195,7 +192,7 @@ def _judge_end(
 
 
 def _judge_runs(verdict: Verdict, job: PlannedJob, job_runs: list[Run], faults: list[Fault]) -> None:
-    for previous, following in zip(job_runs, job_runs[1:], strict=False):
+    for previous, following in itertools.pairwise(job_runs):
         if previous.outcome == "fail":
             continue
         why = _explain(previous, following, job, faults)

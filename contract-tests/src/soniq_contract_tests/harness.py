@@ -42,6 +42,10 @@ class UrlBackendFactory:
         return backend
 
 
+MISSING_JOB_ID = "00000000-0000-4000-8000-000000000000"
+"""A well-formed job id no test ever creates (tests create random uuid4 ids)."""
+
+
 def fresh_namespace() -> str:
     """Lower-case letters, digits and underscores only, so it is a valid schema, file or key prefix."""
     return f"soniq_ct_{uuid.uuid4().hex[:16]}"

@@ -62,3 +62,49 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     arguments = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
     run_coroutine_test(test_function, arguments)
     return True
+
+
+PROCESS_SCENARIOS = SUITE_PACKAGE + ".test_worker_processes"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect the real-process scenarios for a backend no second process can share.
+
+    They do not apply to such a backend (an in-process store), so they are not
+    reported as skips: a store that several processes can share must pass them.
+    """
+    scenarios = [
+        item
+        for item in items
+        if getattr(item, "module", None) is not None and item.module.__name__ == PROCESS_SCENARIOS
+    ]
+    if not scenarios:
+        return
+    import os
+
+    url = config.getoption("--soniq-url", None) or os.environ.get("SONIQ_CONTRACT_URL")
+    if not url:
+        return
+    from soniq.discovery import backend_class_for
+
+    try:
+        capabilities = backend_class_for(url).from_url(url).capabilities
+    except Exception:
+        return
+    if capabilities.shared_across_processes:
+        return
+    config.hook.pytest_deselected(items=scenarios)
+    items[:] = [item for item in items if item not in scenarios]
+    config.stash[_DESELECTED_NOTE] = (
+        f"soniq: {len(scenarios)} real-process shutdown scenarios deselected: the backend for {url!r} "
+        "is not shared across processes (capabilities.shared_across_processes is False)"
+    )
+
+
+_DESELECTED_NOTE = pytest.StashKey[str]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    note = config.stash.get(_DESELECTED_NOTE, None)
+    if note:
+        terminalreporter.write_line(note)

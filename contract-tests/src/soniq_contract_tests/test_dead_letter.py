@@ -9,6 +9,7 @@ from typing import Any
 from soniq.backend import Backend
 from soniq.records import JobRecord, JobStatus
 from soniq_contract_tests.harness import (
+    MISSING_JOB_ID,
     ContractHarness,
     assert_between,
     assert_same_time,
@@ -96,7 +97,7 @@ class DeadLetterContract:
         async with contract.backend() as backend:
             new_id = str(uuid.uuid4())
             assert (
-                await backend.replay_dead_letter(job_id="no-such-job", new_job_id=new_id, scheduled_at=utc_now())
+                await backend.replay_dead_letter(job_id=MISSING_JOB_ID, new_job_id=new_id, scheduled_at=utc_now())
                 is None
             )
             assert await backend.get_job(job_id=new_id) is None
@@ -119,7 +120,7 @@ class DeadLetterContract:
     async def test_purge_of_a_missing_dead_letter_returns_false(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             kept = await _dead_lettered(backend)
-            assert await backend.purge_dead_letter(job_id="no-such-job") is False
+            assert await backend.purge_dead_letter(job_id=MISSING_JOB_ID) is False
             assert [row.id for row in await backend.list_dead_letter()] == [kept.id]
 
     async def test_list_dead_letter_filters_by_queue_most_recent_first(self, contract: ContractHarness) -> None:
@@ -138,4 +139,4 @@ class DeadLetterContract:
 
     async def test_get_dead_letter_of_a_missing_id_returns_none(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
-            assert await backend.get_dead_letter(job_id="no-such-job") is None
+            assert await backend.get_dead_letter(job_id=MISSING_JOB_ID) is None

@@ -10,6 +10,7 @@ import pytest
 from soniq.backend import Backend
 from soniq.records import JobStatus
 from soniq_contract_tests.harness import (
+    MISSING_JOB_ID,
     ContractHarness,
     enqueue,
     enqueue_and_claim,
@@ -90,8 +91,8 @@ class FencingContract:
         self, contract: ContractHarness, write_name: str
     ) -> None:
         async with contract.backend() as backend:
-            assert await FENCED_WRITES[write_name](backend, "no-such-job", "owner") is False
-            assert await backend.get_job(job_id="no-such-job") is None
+            assert await FENCED_WRITES[write_name](backend, MISSING_JOB_ID, "owner") is False
+            assert await backend.get_job(job_id=MISSING_JOB_ID) is None
             assert (await backend.queue_stats()).total == 0
 
     async def test_worker_whose_row_was_recovered_and_reclaimed_cannot_overwrite_it(

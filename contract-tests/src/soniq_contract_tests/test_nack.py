@@ -6,6 +6,7 @@ from datetime import timedelta
 
 from soniq.records import JobStatus
 from soniq_contract_tests.harness import (
+    MISSING_JOB_ID,
     ContractHarness,
     assert_between,
     enqueue,
@@ -71,8 +72,8 @@ class NackContract:
                 before = await must_get(backend, row_id)
                 assert await backend.nack_job(job_id=row_id, worker_id="w1") is False
                 assert await must_get(backend, row_id) == before
-            assert await backend.nack_job(job_id="no-such-job", worker_id="w1") is False
-            assert await backend.get_job(job_id="no-such-job") is None
+            assert await backend.nack_job(job_id=MISSING_JOB_ID, worker_id="w1") is False
+            assert await backend.get_job(job_id=MISSING_JOB_ID) is None
 
     async def test_nack_by_a_different_worker_is_noop(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
+from typing import Any
 
+from soniq.backend import Backend
 from soniq.records import JobStatus
 from soniq_contract_tests.harness import (
     ContractHarness,
     assert_between,
     assert_same_time,
+    enqueue,
     enqueue_and_claim,
     enqueue_with_history,
     must_get,
@@ -16,7 +20,42 @@ from soniq_contract_tests.harness import (
 )
 
 
+async def _complete_many(backend: Backend, worker_id: str, results: list[tuple[str, Any]]) -> set[str]:
+    """`complete_jobs` when the backend batches; otherwise what core does instead, one fenced write each."""
+    if backend.capabilities.batch_complete:
+        return await backend.complete_jobs(worker_id=worker_id, results=results)
+    return {
+        job_id
+        for job_id, result in results
+        if await backend.complete_job(job_id=job_id, worker_id=worker_id, result=result)
+    }
+
+
 class SettleContract:
+    async def test_batched_completion_writes_only_the_rows_the_worker_owns(self, contract: ContractHarness) -> None:
+        async with contract.backend() as backend:
+            mine = [await enqueue_and_claim(backend, worker_id="w1", mark_started=True) for _ in range(3)]
+            theirs = await enqueue_and_claim(backend, worker_id="w2", mark_started=True)
+            queued = await enqueue(backend)
+            missing = str(uuid.uuid4())
+            results: list[tuple[str, Any]] = [
+                (mine[0].id, {"n": 0}),
+                (theirs.id, "not yours"),
+                (mine[1].id, [1, "two"]),
+                (queued.id, "not claimed"),
+                (missing, "no such row"),
+                (mine[2].id, None),
+            ]
+            assert await _complete_many(backend, "w1", results) == {row.id for row in mine}
+            for row, expected in zip(mine, ({"n": 0}, [1, "two"], None), strict=True):
+                done = await must_get(backend, row.id)
+                assert (done.status, done.result, done.worker_id) == (JobStatus.DONE, expected, None)
+            assert await must_get(backend, theirs.id) == theirs
+            assert await must_get(backend, queued.id) == queued
+            assert await backend.get_job(job_id=missing) is None
+            assert await _complete_many(backend, "w1", [(mine[0].id, "again")]) == set()
+            assert (await must_get(backend, mine[0].id)).result == {"n": 0}
+
     async def test_complete_marks_done_stores_the_result_and_clears_the_owner(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             claimed = await enqueue_and_claim(backend, worker_id="w1", mark_started=True)

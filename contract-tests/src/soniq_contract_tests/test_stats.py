@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from soniq.backend import Backend
 from soniq.records import QUEUE_STATS_KEYS, QueueStats
 from soniq_contract_tests.harness import ContractHarness, enqueue, enqueue_and_claim
@@ -80,7 +82,7 @@ class QueueStatsContract:
             await _populate(backend, "q", queued=0, processing=0, done=0, cancelled=0, dead=1)
             (dead,) = await backend.list_dead_letter()
             await backend.replay_dead_letter(
-                job_id=dead.id, new_job_id=dead.id + "-replay", scheduled_at=dead.moved_to_dead_letter_at
+                job_id=dead.id, new_job_id=str(uuid.uuid4()), scheduled_at=dead.moved_to_dead_letter_at
             )
             assert _counts(await backend.queue_stats(queue="q")) == {
                 "total": 2,

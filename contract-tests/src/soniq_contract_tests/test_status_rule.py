@@ -14,7 +14,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 from soniq.records import JobStatus, WorkerStatus
-from soniq_contract_tests.harness import ContractHarness, enqueue, enqueue_and_claim, must_get, register, utc_now
+from soniq_contract_tests.harness import (
+    MISSING_JOB_ID,
+    ContractHarness,
+    enqueue,
+    enqueue_and_claim,
+    must_get,
+    register,
+    utc_now,
+)
 
 
 class StatusRuleContract:
@@ -69,7 +77,7 @@ class StatusRuleContract:
             for row in (processing, done):
                 assert await backend.cancel_job(job_id=row.id) is False
                 assert await must_get(backend, row.id) == row
-            assert await backend.cancel_job(job_id="no-such-job") is False
+            assert await backend.cancel_job(job_id=MISSING_JOB_ID) is False
 
     async def test_cancelled_row_is_never_claimed(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:

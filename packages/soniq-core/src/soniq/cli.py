@@ -13,6 +13,7 @@ import importlib
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -98,11 +99,19 @@ def build_app(args: argparse.Namespace, *, need_jobs: bool) -> Soniq:
     return app
 
 
+CLOSE_TIMEOUT_SECONDS = 10.0
+
+
 async def _with_app(app: Soniq, body: Any) -> Any:
     try:
         return await body(app)
     finally:
-        await app.close()
+        try:
+            await asyncio.wait_for(app.close(), CLOSE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            logging.getLogger("soniq").warning(
+                "closing the backend took over %gs; exiting without waiting for it", CLOSE_TIMEOUT_SECONDS
+            )
 
 
 def cmd_setup(args: argparse.Namespace) -> int:
@@ -124,7 +133,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
         app.settings = app.settings.with_overrides(concurrency=concurrency)
 
     async def body(app: Soniq) -> Any:
-        return await app.run_worker(concurrency=concurrency, queues=queues, run_once=args.run_once)
+        summary = await app.run_worker(concurrency=concurrency, queues=queues, run_once=args.run_once)
+        # The worker is STOPPED: a late SIGTERM/SIGINT while the app closes must not turn exit 0 into a kill.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        return summary
 
     summary = asyncio.run(_with_app(app, body))
     logging.getLogger("soniq").info(

@@ -18,7 +18,6 @@ from typing import Any
 from soniq.backend import BackendCapabilities
 from soniq.errors import InvalidURLError, SoniqError
 from soniq.records import (
-    DeadLetterReason,
     DeadLetterRecord,
     JobRecord,
     JobStatus,
@@ -30,12 +29,14 @@ from soniq.records import (
     WorkerRecord,
     WorkerStatus,
 )
+from soniq_memory.recovery import sweep_stale_workers
 from soniq_memory.store import MemoryStore, export, json_copy, named_stores
 
 _CAPABILITIES = BackendCapabilities(
     push_wakeup=True,
     transactional_enqueue=False,
     shared_across_processes=False,
+    batch_complete=True,
 )
 _URL_OPTIONS = ("namespace",)
 
@@ -273,6 +274,21 @@ class MemoryBackend:
             )
             return True
 
+    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
+        store = self._store
+        with store.lock:
+            # Serialise every result first: one that is not JSON must not leave the batch half-written.
+            stored = [(job_id, json_copy(result, what="job result")) for job_id, result in results]
+            written: set[str] = set()
+            now = store.now()
+            for job_id, result in stored:
+                row = self._owned(job_id, worker_id)
+                if row is None:
+                    continue
+                store.put_job(replace(row, status=JobStatus.DONE, result=result, worker_id=None, updated_at=now))
+                written.add(job_id)
+            return written
+
     async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
         store = self._store
         with store.lock:
@@ -319,26 +335,8 @@ class MemoryBackend:
             row = self._owned(job_id, worker_id)
             if row is None:
                 return False
-            self._move_to_dead_letter(replace(row, attempts=row.attempts + 1), error=error, reason=reason)
+            self._store.move_to_dead_letter(replace(row, attempts=row.attempts + 1), error=error, reason=reason)
             return True
-
-    def _move_to_dead_letter(self, row: JobRecord, *, error: str | None, reason: str) -> None:
-        store = self._store
-        store.dead_letters[row.id] = DeadLetterRecord(
-            id=row.id,
-            job_name=row.job_name,
-            args=row.args,
-            queue=row.queue,
-            attempts=row.attempts,
-            last_error=error,
-            dead_letter_reason=str(reason.value if isinstance(reason, DeadLetterReason) else reason),
-            moved_to_dead_letter_at=store.now(),
-            resurrection_count=0,
-            last_resurrection_at=None,
-            max_attempts=row.max_attempts,
-            priority=row.priority,
-        )
-        del store.jobs[row.id]
 
     async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
         store = self._store
@@ -350,13 +348,7 @@ class MemoryBackend:
             return True
 
     def _write_nack(self, row: JobRecord) -> None:
-        """The seed's nack field set; `attempts` and `last_error` stay as they are."""
-        store = self._store
-        now = store.now()
-        store.put_job(
-            replace(row, status=JobStatus.QUEUED, worker_id=None, updated_at=now, scheduled_at=now, started_at=None)
-        )
-        store.wake(row.queue)
+        self._store.write_nack(row)
 
     # -- workers ---------------------------------------------------------------
 
@@ -393,59 +385,8 @@ class MemoryBackend:
             return sorted(self._store.workers.values(), key=lambda worker: (worker.started_at, worker.id))
 
     async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
-        store = self._store
-        policy = StaleJobPolicy(policy)
-        with store.lock:
-            now = store.now()
-            cutoff = now - timedelta(seconds=heartbeat_timeout)
-            stale = [
-                worker.id
-                for worker in store.workers.values()
-                if worker.status in (WorkerStatus.ACTIVE, WorkerStatus.STOPPING) and worker.last_heartbeat < cutoff
-            ]
-            for worker_id in stale:
-                store.workers[worker_id] = replace(store.workers[worker_id], status=WorkerStatus.STOPPED)
-            stale_set = set(stale)
-            orphaned = [
-                row
-                for row in store.jobs.values()
-                if row.status is JobStatus.PROCESSING
-                and row.worker_id is not None
-                and (row.worker_id in stale_set or (row.worker_id not in store.workers and row.updated_at < cutoff))
-            ]
-            requeued: list[str] = []
-            dead_lettered: list[str] = []
-            for row in sorted(orphaned, key=lambda row: (row.updated_at, row.id)):
-                if row.started_at is None:
-                    # The handler never ran user code: hand it back without spending an attempt.
-                    self._write_nack(row)
-                    requeued.append(row.id)
-                    continue
-                lost = f"worker {row.worker_id} was lost (no heartbeat for {heartbeat_timeout:g}s) while running it"
-                counted = replace(row, attempts=row.attempts + 1)
-                if policy is StaleJobPolicy.DEAD_LETTER:
-                    self._move_to_dead_letter(counted, error=lost, reason=DeadLetterReason.ZOMBIE.value)
-                    dead_lettered.append(row.id)
-                elif counted.attempts >= counted.max_attempts:
-                    self._move_to_dead_letter(counted, error=lost, reason=DeadLetterReason.WORKER_LOST.value)
-                    dead_lettered.append(row.id)
-                else:
-                    store.put_job(
-                        replace(
-                            counted,
-                            status=JobStatus.QUEUED,
-                            worker_id=None,
-                            started_at=None,
-                            last_error=lost,
-                            scheduled_at=now,
-                            updated_at=now,
-                        )
-                    )
-                    store.wake(row.queue)
-                    requeued.append(row.id)
-            return RecoveryResult(
-                stale_workers=tuple(stale), requeued=tuple(requeued), dead_lettered=tuple(dead_lettered)
-            )
+        with self._store.lock:
+            return sweep_stale_workers(self._store, heartbeat_timeout=heartbeat_timeout, policy=StaleJobPolicy(policy))
 
     # -- observation -----------------------------------------------------------
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord
+from soniq.records import DeadLetterReason, DeadLetterRecord, JobRecord, JobStatus, WorkerRecord
 
 ALLOWED_STATUSES: frozenset[str] = frozenset(status.value for status in JobStatus)
 
@@ -73,6 +73,30 @@ class MemoryStore:
             record = replace(record, status=status)
         self.jobs[record.id] = record
 
+    def write_nack(self, row: JobRecord) -> None:
+        """The seed's nack field set; `attempts` and `last_error` stay as they are."""
+        now = self.now()
+        self.put_job(
+            replace(row, status=JobStatus.QUEUED, worker_id=None, updated_at=now, scheduled_at=now, started_at=None)
+        )
+        self.wake(row.queue)
+
+    def move_to_dead_letter(self, row: JobRecord, *, error: str | None, reason: str) -> None:
+        """Delete the job row and insert its dead-letter row, as one step (we hold the lock)."""
+        self.dead_letters[row.id] = DeadLetterRecord(
+            id=row.id,
+            job_name=row.job_name,
+            args=row.args,
+            queue=row.queue,
+            attempts=row.attempts,
+            last_error=error,
+            dead_letter_reason=str(reason.value if isinstance(reason, DeadLetterReason) else reason),
+            moved_to_dead_letter_at=self.now(),
+            max_attempts=row.max_attempts,
+            priority=row.priority,
+        )
+        del self.jobs[row.id]
+
     def clear(self) -> None:
         self.jobs.clear()
         self.dead_letters.clear()
@@ -82,7 +106,8 @@ class MemoryStore:
 
     def add_waiter(self, queues: Sequence[str] | None) -> _Waiter:
         loop = asyncio.get_running_loop()
-        waiter = _Waiter(loop=loop, future=loop.create_future(), queues=frozenset(queues) if queues else None)
+        wanted = frozenset(queues) if queues is not None else None
+        waiter = _Waiter(loop=loop, future=loop.create_future(), queues=wanted)
         self._waiters.add(waiter)
         return waiter
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -154,7 +154,7 @@ class RedisBackend:
                 if batch:
                     await client.unlink(*batch)
 
-    async def _scan_batches(self, client: Redis) -> Any:
+    async def _scan_batches(self, client: Redis) -> AsyncIterator[list[str]]:
         batch: list[str] = []
         async for key in client.scan_iter(match=self.keys.scan_pattern, count=_SCAN_BATCH):
             if self.keys.owns(key):

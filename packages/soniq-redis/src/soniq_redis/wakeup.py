@@ -67,8 +67,8 @@ class WakeupListener:
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            # Bounded: a subscription stuck in a socket read must not hold up the process's exit.
+            await asyncio.wait([task], timeout=2.0)
         self._online = False
         for waiter in self._waiters:
             if not waiter.future.done():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import Sequence
 from datetime import datetime, timedelta
@@ -252,6 +253,13 @@ class SQLiteBackend:
             (stored, now_us(), job_id, worker_id),
         )
         return changed == 1
+
+    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
+        # Concurrent single writes already share one commit through the write combiner.
+        outcomes = await asyncio.gather(
+            *(self.complete_job(job_id=job_id, worker_id=worker_id, result=result) for job_id, result in results)
+        )
+        return {job_id for (job_id, _), written in zip(results, outcomes, strict=True) if written}
 
     async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
         await self.connect()

@@ -48,6 +48,8 @@ class WorkerSummary:
     nacked_job_ids: list[str] = field(default_factory=list)
     released_job_ids: list[str] = field(default_factory=list)
     unreleased_job_ids: list[str] = field(default_factory=list)
+    unsettled_job_ids: list[str] = field(default_factory=list)
+    """Rows whose outcome or nack could not be written: they stay `processing` for stale recovery."""
     trigger: str | None = None
 
     @property
@@ -141,15 +143,7 @@ class Worker:
         await self.app.connect()
         await self.backend.prepare_worker(concurrency=self.concurrency, prefetch=self.prefetch)
         self.executor = Executor(self.app.sync_pool, self.settings.sync_handler_pool_size)
-        await self.backend.register_worker(
-            worker=WorkerInfo(
-                id=self.worker_id,
-                hostname=socket.gethostname(),
-                pid=os.getpid(),
-                queues=self.queues,
-                concurrency=self.concurrency,
-            )
-        )
+        await self.backend.register_worker(worker=self.info())
         logger.info(
             "worker %s started: concurrency=%d queues=%s prefetch=%d backend=%s",
             self.worker_id,
@@ -166,22 +160,45 @@ class Worker:
             await self._stop_event.wait()
             await ShutdownSequence(self).run()
         finally:
-            for remove in removers:
-                remove()
             for task in self._background:
                 task.cancel()
             await asyncio.gather(*self._background, return_exceptions=True)
-            try:
-                await asyncio.wait_for(
-                    self.backend.heartbeat(worker_id=self.worker_id, status=WorkerStatus.STOPPED), 2.0
+            left = [*self.summary.unsettled_job_ids, *self.summary.unreleased_job_ids]
+            if left:
+                # A `stopped` worker's rows are never swept; staying `stopping` lets its heartbeat go
+                # stale so that stale recovery settles the rows this process could not write.
+                logger.warning(
+                    "worker %s stays 'stopping': stale recovery settles the %d rows it could not write (%s) "
+                    "once its heartbeat is %gs old",
+                    self.worker_id,
+                    len(left),
+                    ", ".join(left),
+                    self.settings.heartbeat_timeout,
                 )
-            except Exception as exc:
-                logger.warning("could not mark worker %s stopped: %s", self.worker_id, exc)
+            else:
+                try:
+                    await asyncio.wait_for(
+                        self.backend.heartbeat(worker_id=self.worker_id, status=WorkerStatus.STOPPED), 2.0
+                    )
+                except Exception as exc:
+                    logger.warning("could not mark worker %s stopped: %s", self.worker_id, exc)
             for observer in self.app.observers:
                 safe_call(observer, "on_worker_stopped", self.worker_id)
+            # Only now: a signal that arrives while the last writes run must not kill the process.
+            for remove in removers:
+                remove()
         self.summary.final_state = self.state
         self.summary.trigger = self._trigger
         return self.summary
+
+    def info(self) -> WorkerInfo:
+        return WorkerInfo(
+            id=self.worker_id,
+            hostname=socket.gethostname(),
+            pid=os.getpid(),
+            queues=self.queues,
+            concurrency=self.concurrency,
+        )
 
     # -- state ---------------------------------------------------------------
 
@@ -344,6 +361,7 @@ class Worker:
             await self._execute(run)
         except Exception:
             logger.exception("internal error while running job %s; the row stays for stale recovery", job.id)
+            self.summary.unsettled_job_ids.append(job.id)
         finally:
             run.phase = RunPhase.FINISHED
             self._release_slot(run)
@@ -395,6 +413,8 @@ class Worker:
         self.job_end(run, name, outcome.error, error_text)
 
     def job_end(self, run: JobRun, outcome: str, error: BaseException | None, error_text: str | None) -> None:
+        if outcome == "unwritten":
+            self.summary.unsettled_job_ids.append(run.job.id)
         duration = time.monotonic() - run.started_at if run.started_at else 0.0
         event = JobEndEvent(
             worker_id=self.worker_id,
@@ -445,15 +465,7 @@ class Worker:
                     "worker %s was declared stale by another process; its rows were recovered. Re-registering.",
                     self.worker_id,
                 )
-                await self.backend.register_worker(
-                    worker=WorkerInfo(
-                        id=self.worker_id,
-                        hostname=socket.gethostname(),
-                        pid=os.getpid(),
-                        queues=self.queues,
-                        concurrency=self.concurrency,
-                    )
-                )
+                await self.backend.register_worker(worker=self.info())
 
     async def _sweep_loop(self) -> None:
         interval = self.settings.heartbeat_interval

@@ -1,0 +1,75 @@
+"""The chaos verdict on hand-made evidence: each rule it applies can fail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from soniq_contract_tests.chaos_verdict import MAX_ATTEMPTS, Fault, PlannedJob, Run, judge, read_runs
+
+pytestmark = pytest.mark.chaos
+
+
+def job(name: str = "chaos.async", fate: str = "ok") -> PlannedJob:
+    return PlannedJob(key="j1", job_id="id-1", job_name=name, fate=fate, seconds=0.1)
+
+
+def done(attempts: int = 0) -> dict[str, Any]:
+    return {"status": "done", "attempts": attempts, "result": {"key": "j1"}}
+
+
+def test_a_rerun_after_a_returned_run_needs_a_fault_of_that_process() -> None:
+    runs = {"j1": [Run(pid=10, start=1.0, end=1.1, outcome="ok"), Run(pid=11, start=5.0, end=5.1, outcome="ok")]}
+    unexplained = judge([job()], {"id-1": done(1)}, {}, runs, faults=[])
+    assert unexplained.duplicates == {"unexplained": 1}
+    assert any("no fault explains it" in v for v in unexplained.violations)
+    killed = judge([job()], {"id-1": done(1)}, {}, runs, faults=[Fault("sigkill", 1.2, 10)])
+    assert (killed.duplicates, killed.violations) == ({"sigkill": 1}, [])
+    other_pid = judge([job()], {"id-1": done(1)}, {}, runs, faults=[Fault("sigkill", 1.2, 99)])
+    assert other_pid.duplicates == {"unexplained": 1}
+
+
+def test_sigterm_explains_an_interrupted_async_run_but_never_a_sync_one() -> None:
+    runs = {"j1": [Run(pid=10, start=1.0), Run(pid=11, start=5.0, end=5.1, outcome="ok")]}
+    faults = [Fault("sigterm", 2.0, 10)]
+    async_verdict = judge([job("chaos.async")], {"id-1": done()}, {}, runs, faults)
+    assert (async_verdict.duplicates, async_verdict.violations) == ({"force_path_cancel": 1}, [])
+    sync_verdict = judge([job("chaos.sync")], {"id-1": done()}, {}, runs, faults)
+    assert sync_verdict.duplicates == {"unexplained": 1}
+
+
+def test_a_retry_after_a_failed_run_is_not_a_duplicate() -> None:
+    runs = {"j1": [Run(pid=10, start=1.0, end=1.1, outcome="fail"), Run(pid=10, start=2.0, end=2.1, outcome="ok")]}
+    verdict = judge([job(fate="flaky")], {"id-1": done(1)}, {}, runs, faults=[])
+    assert (dict(verdict.duplicates), verdict.violations) == ({}, [])
+
+
+def test_wrong_ends_are_violations() -> None:
+    ok_run = {"j1": [Run(pid=10, start=1.0, end=1.1, outcome="ok")]}
+    lost = judge([job()], {"id-1": None}, {"id-1": None}, ok_run, faults=[])
+    assert lost.lost == 1
+    stuck = judge([job()], {"id-1": {"status": "processing", "attempts": 0}}, {}, ok_run, faults=[])
+    assert stuck.lost == 1
+    never_returned = judge([job()], {"id-1": done()}, {}, {"j1": [Run(pid=10, start=1.0)]}, faults=[])
+    assert any("no run of its handler returned" in v for v in never_returned.violations)
+    failing_done = judge([job(fate="fail")], {"id-1": done()}, {}, ok_run, faults=[])
+    assert any("always fails ended done" in v for v in failing_done.violations)
+    over_budget = judge([job()], {"id-1": done(MAX_ATTEMPTS + 1)}, {}, ok_run, faults=[])
+    assert any("exceed the budget" in v for v in over_budget.violations)
+    dead = {
+        "attempts": MAX_ATTEMPTS,
+        "dead_letter_reason": "worker_lost",
+        "last_error": "lost",
+        "moved_to_dead_letter_at": None,
+    }
+    unexplained_loss = judge([job()], {"id-1": None}, {"id-1": dead}, ok_run, faults=[])
+    assert any("no run of it was interrupted" in v for v in unexplained_loss.violations)
+
+
+def test_the_run_log_pairs_each_end_with_its_own_process_start(tmp_path: Path) -> None:
+    log = tmp_path / "runs.log"
+    log.write_text("S j1 10 1.0\nS j1 11 3.0\nE j1 11 3.5 ok\nE j1 10 1.5 fail\n", encoding="utf-8")
+    runs = read_runs(log)["j1"]
+    assert [(r.pid, r.start, r.end, r.outcome) for r in runs] == [(10, 1.0, 1.5, "fail"), (11, 3.0, 3.5, "ok")]
