@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "drivers"))
 
-from _harness import LOG_DIR  # noqa: E402
-from ours_driver import OursDriver  # noqa: E402
+from _harness import LOG_DIR
+from ours_driver import OursDriver
 
 OUT = Path("/tmp/soniq-worker-profile.txt")
 
@@ -55,7 +55,7 @@ def summarise(path: Path, top: int) -> None:
             continue
         total += count
         leaf = frames[-1]
-        if leaf.startswith("select (") or leaf.startswith("poll ("):
+        if leaf.endswith(".select (selectors.py)") or leaf.startswith("select ("):
             idle += count
             continue
         own[leaf] += count
@@ -81,9 +81,23 @@ async def run(jobs: int, sqlite: bool, rate: int, top: int) -> None:
     await asyncio.sleep(2.0)  # started and idle
     OUT.unlink(missing_ok=True)
     sampler = subprocess.Popen(
-        [py_spy, "record", "--pid", str(worker.pid), "--rate", str(rate), "--format", "raw", "-o", str(OUT),
-         "--duration", "120", "--nonblocking"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            py_spy,
+            "record",
+            "--pid",
+            str(worker.pid),
+            "--rate",
+            str(rate),
+            "--format",
+            "raw",
+            "-o",
+            str(OUT),
+            "--duration",
+            "120",
+            "--nonblocking",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     await asyncio.sleep(1.0)
     began = time.monotonic()

@@ -21,6 +21,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -108,32 +109,59 @@ def metrics_for(sizes: Sizes) -> list[Metric]:
     t = ["--timeout", str(sizes.timeout)]
     return [
         Metric(
-            "enqueue_single", f"enqueue, {sizes.single:,} single awaits", ["enqueue-single", str(sizes.single)],
-            "rate", "jobs/s", ENQUEUERS,
+            "enqueue_single",
+            f"enqueue, {sizes.single:,} single awaits",
+            ["enqueue-single", str(sizes.single)],
+            "rate",
+            "jobs/s",
+            ENQUEUERS,
         ),
         Metric(
-            "enqueue_bulk", f"enqueue, one bulk call of {sizes.bulk:,}", ["enqueue-bulk", str(sizes.bulk)],
-            "rate", "jobs/s", ENQUEUERS,
+            "enqueue_bulk",
+            f"enqueue, one bulk call of {sizes.bulk:,}",
+            ["enqueue-bulk", str(sizes.bulk)],
+            "rate",
+            "jobs/s",
+            ENQUEUERS,
         ),
         Metric(
-            "process_1w", f"process {sizes.process:,}, 1 worker x10", ["process", str(sizes.process), "--workers", "1", *t],
-            "rate", "jobs/s",
+            "process_1w",
+            f"process {sizes.process:,}, 1 worker x10",
+            ["process", str(sizes.process), "--workers", "1", *t],
+            "rate",
+            "jobs/s",
         ),
         Metric(
-            "process_2w", f"process {sizes.process:,}, 2 workers x10", ["process", str(sizes.process), "--workers", "2", *t],
-            "rate", "jobs/s",
+            "process_2w",
+            f"process {sizes.process:,}, 2 workers x10",
+            ["process", str(sizes.process), "--workers", "2", *t],
+            "rate",
+            "jobs/s",
         ),
         Metric(
             "backlog",
             f"process {sizes.process:,} of {sizes.backlog:,} queued",
             ["process", str(sizes.process), "--backlog", str(sizes.backlog), "--workers", "1", *t],
-            "rate", "jobs/s",
+            "rate",
+            "jobs/s",
         ),
-        Metric("latency_p50", "pickup latency p50", ["latency", "--jobs", str(sizes.latency_jobs)], "p50_ms", "ms",
-               higher_is_better=False),
+        Metric(
+            "latency_p50",
+            "pickup latency p50",
+            ["latency", "--jobs", str(sizes.latency_jobs)],
+            "p50_ms",
+            "ms",
+            higher_is_better=False,
+        ),
         Metric("sigterm", "idle SIGTERM to exit", ["sigterm", "--runs", "1"], "ms", "ms", higher_is_better=False),
-        Metric("sqlite", f"SQLite: process {sizes.process:,}, 1 worker x10",
-               ["process", str(sizes.process), "--sqlite", "--workers", "1", *t], "rate", "jobs/s", ("ours", "soniq010")),
+        Metric(
+            "sqlite",
+            f"SQLite: process {sizes.process:,}, 1 worker x10",
+            ["process", str(sizes.process), "--sqlite", "--workers", "1", *t],
+            "rate",
+            "jobs/s",
+            ("ours", "soniq010"),
+        ),
     ]
 
 
@@ -165,10 +193,21 @@ def ensure_env(name: str, *, reinstall: bool) -> None:
 
 
 def installed_versions(name: str) -> dict[str, str]:
-    wanted = {"soniq", "soniq-core", "soniq-postgres", "soniq-sqlite", "pgqueuer", "procrastinate", "asyncpg", "psycopg"}
+    wanted = {
+        "soniq",
+        "soniq-core",
+        "soniq-postgres",
+        "soniq-sqlite",
+        "pgqueuer",
+        "procrastinate",
+        "asyncpg",
+        "psycopg",
+    }
     out = subprocess.run(
         [str(venv_python(name)), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     try:
         return {p["name"]: p["version"] for p in json.loads(out.stdout) if p["name"].lower() in wanted}
@@ -195,10 +234,23 @@ def call_driver(column: Column, args: list[str], timeout: float) -> dict[str, An
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     command = [str(venv_python(column.env_name)), str(DRIVERS / column.driver), *args]
     began = time.monotonic()
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=str(DRIVERS)
+    )
     try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=str(DRIVERS), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"driver timed out after {timeout:.0f}s"}
+        stdout, stderr = process.communicate(timeout=timeout)
+    except BaseException as exc:
+        # SIGTERM first: the driver then stops the worker processes it started.
+        process.terminate()
+        try:
+            process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            return {"error": f"driver timed out after {timeout:.0f}s"}
+        raise
+    done = subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
@@ -229,15 +281,37 @@ def evaluate_targets(summary: dict[str, dict[str, float | None]]) -> list[dict[s
         return summary.get(column, {}).get(metric)
 
     checks = [
-        ("processing >= 2x pgqueuer (1 worker)", ratio(ours.get("process_1w"), get("pgqueuer", "process_1w")), 2.0, ">="),
-        ("processing >= 2x pgqueuer (2 workers)", ratio(ours.get("process_2w"), get("pgqueuer", "process_2w")), 2.0, ">="),
-        ("processing >= 0.25x raw batched limit (1 worker)", ratio(ours.get("process_1w"), get("raw50", "process_1w")),
-         0.25, ">="),
-        ("processing >= 0.25x raw batched limit (2 workers)", ratio(ours.get("process_2w"), get("raw50", "process_2w")),
-         0.25, ">="),
+        (
+            "processing >= 2x pgqueuer (1 worker)",
+            ratio(ours.get("process_1w"), get("pgqueuer", "process_1w")),
+            2.0,
+            ">=",
+        ),
+        (
+            "processing >= 2x pgqueuer (2 workers)",
+            ratio(ours.get("process_2w"), get("pgqueuer", "process_2w")),
+            2.0,
+            ">=",
+        ),
+        (
+            "processing >= 0.25x raw batched limit (1 worker)",
+            ratio(ours.get("process_1w"), get("raw50", "process_1w")),
+            0.25,
+            ">=",
+        ),
+        (
+            "processing >= 0.25x raw batched limit (2 workers)",
+            ratio(ours.get("process_2w"), get("raw50", "process_2w")),
+            0.25,
+            ">=",
+        ),
         ("100k queued >= 0.8x of 5k queued", ratio(ours.get("backlog"), ours.get("process_1w")), 0.8, ">="),
-        ("single enqueue >= 0.9x raw INSERT+NOTIFY", ratio(ours.get("enqueue_single"), get("raw1", "enqueue_single")),
-         0.9, ">="),
+        (
+            "single enqueue >= 0.9x raw INSERT+NOTIFY",
+            ratio(ours.get("enqueue_single"), get("raw1", "enqueue_single")),
+            0.9,
+            ">=",
+        ),
         ("bulk enqueue >= 0.7x raw COPY", ratio(ours.get("enqueue_bulk"), get("raw1", "enqueue_bulk")), 0.7, ">="),
         ("pickup latency p50 <= 3 ms", ours.get("latency_p50"), 3.0, "<="),
         ("pickup latency p95 <= 6 ms", ours.get("latency_p95"), 6.0, "<="),
@@ -264,8 +338,12 @@ def fmt(value: float | None, unit: str) -> str:
     return f"{value:,.0f}"
 
 
-def render_table(rows: list[tuple[str, str, str]], summary: dict[str, dict[str, float | None]], flags: dict[str, dict[str, str]],
-                 labels: list[str]) -> str:
+def render_table(
+    rows: list[tuple[str, str, str]],
+    summary: dict[str, dict[str, float | None]],
+    flags: dict[str, dict[str, str]],
+    labels: list[str],
+) -> str:
     head = ["metric", "unit", *labels]
     body = []
     for key, title, unit in rows:
@@ -275,20 +353,29 @@ def render_table(rows: list[tuple[str, str, str]], summary: dict[str, dict[str, 
             cells.append(cell + flags.get(label, {}).get(key, ""))
         body.append([title, unit, *cells])
     widths = [max(len(str(r[i])) for r in [head, *body]) for i in range(len(head))]
-    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths)) + " |"]
+    lines = ["| " + " | ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)) + " |"]
     lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
     for r in body:
-        lines.append("| " + " | ".join(
-            (c.ljust(w) if i < 2 else c.rjust(w)) for i, (c, w) in enumerate(zip(r, widths))) + " |")
+        lines.append(
+            "| "
+            + " | ".join((c.ljust(w) if i < 2 else c.rjust(w)) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+            + " |"
+        )
     return "\n".join(lines)
 
 
 def render_targets(targets: list[dict[str, Any]]) -> str:
     lines = ["| target | measured | verdict |", "|---|---|---|"]
     for t in targets:
-        measured = "-" if t["measured"] is None else (
-            f"{t['measured']:.2f}x" if "x " in t["target"] or "x of" in t["target"] or "x raw" in t["target"]
-            or "x pgqueuer" in t["target"] else f"{t['measured']:,.1f}")
+        measured = (
+            "-"
+            if t["measured"] is None
+            else (
+                f"{t['measured']:.2f}x"
+                if "x " in t["target"] or "x of" in t["target"] or "x raw" in t["target"] or "x pgqueuer" in t["target"]
+                else f"{t['measured']:,.1f}"
+            )
+        )
         verdict = "n/a" if t["passed"] is None else ("PASS" if t["passed"] else "FAIL")
         lines.append(f"| {t['target']} | {measured} | {verdict} |")
     return "\n".join(lines)
@@ -303,18 +390,29 @@ def machine_info() -> dict[str, Any]:
 
     pg = ""
     if venv_python("raw").exists():
-        pg = sh(str(venv_python("raw")), "-c",
-                "import asyncio,asyncpg\n"
-                "async def m():\n c=await asyncpg.connect('postgresql://postgres@127.0.0.1:5432/postgres')\n"
-                " print(await c.fetchval('select version()'));\n"
-                " print(await c.fetchval('show synchronous_commit')); await c.close()\n"
-                "asyncio.run(m())")
+        pg = sh(
+            str(venv_python("raw")),
+            "-c",
+            "import asyncio,asyncpg\n"
+            "async def m():\n c=await asyncpg.connect('postgresql://postgres@127.0.0.1:5432/postgres')\n"
+            " print(await c.fetchval('select version()'));\n"
+            " print(await c.fetchval('show synchronous_commit')); await c.close()\n"
+            "asyncio.run(m())",
+        )
     pg_lines = pg.splitlines() or ["", ""]
     return {
         "nproc": sh("nproc"),
         "memory": sh("free", "-h"),
-        "cpu": next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                     if line.startswith("model name")), "") if Path("/proc/cpuinfo").exists() else "",
+        "cpu": next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            "",
+        )
+        if Path("/proc/cpuinfo").exists()
+        else "",
         "kernel": platform.release(),
         "python": platform.python_version(),
         "postgres": pg_lines[0],
@@ -370,7 +468,9 @@ def main(argv: list[str] | None = None) -> int:
                     fingerprints.add(result["source"])
                 raw[column.label].setdefault(metric.key, []).append(result)
                 value = result.get(metric.field)
-                shown = result.get("error") or (f"{value:,.1f} {metric.unit}" if isinstance(value, (int, float)) else "-")
+                shown = result.get("error") or (
+                    f"{value:,.1f} {metric.unit}" if isinstance(value, (int, float)) else "-"
+                )
                 flag = " (timed out: partial)" if result.get("timed_out") else ""
                 print(f"{shown}{flag}  [{result.get('wall_s', '?')}s]", flush=True)
 
@@ -404,17 +504,23 @@ def main(argv: list[str] | None = None) -> int:
     machine = machine_info()
 
     print()
-    print(f"soniq benchmark ({'quick' if args.quick else 'full'}, medians of {runs}), "
-          f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {time.time() - started:.0f}s")
-    print(f"machine: {machine['nproc']} cores, {machine['cpu']}; {machine['postgres'][:40]}; "
-          f"load avg before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    print(
+        f"soniq benchmark ({'quick' if args.quick else 'full'}, medians of {runs}), "
+        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {time.time() - started:.0f}s"
+    )
+    print(
+        f"machine: {machine['nproc']} cores, {machine['cpu']}; {machine['postgres'][:40]}; "
+        f"load avg before {load_before[0]:.2f}, after {load_after[0]:.2f}"
+    )
     print()
     print(table)
     print("\n* = hit the time limit (partial rate)   ! = a run failed (see JSON)\n")
     print(render_targets(targets))
     if len(fingerprints) > 1:
-        print(f"\nwarning: ours' sources changed during the session ({len(fingerprints)} versions measured; "
-              "the 'source' field of each result in the JSON says which)")
+        print(
+            f"\nwarning: ours' sources changed during the session ({len(fingerprints)} versions measured; "
+            "the 'source' field of each result in the JSON says which)"
+        )
 
     report = {
         "mode": "quick" if args.quick else "full",
@@ -443,4 +549,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     sys.exit(main())

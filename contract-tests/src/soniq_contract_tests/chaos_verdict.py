@@ -111,6 +111,17 @@ def _explain(previous: Run, following: Run, job: PlannedJob, faults: list[Fault]
     return None
 
 
+def _hit_after_start(run: Run, faults: list[Fault]) -> bool:
+    return any(
+        fault.at >= run.start
+        and (
+            fault.kind == "connection_kill"
+            or (fault.kind in ("sigkill", "supervisor_sigkill") and fault.pid == run.pid)
+        )
+        for fault in faults
+    )
+
+
 def judge(
     jobs: list[PlannedJob],
     rows: dict[str, dict[str, Any] | None],
@@ -125,7 +136,7 @@ def judge(
         job_runs = runs.get(job.key, [])
         verdict.runs += len(job_runs)
         verdict.interrupted_runs += sum(1 for r in job_runs if r.outcome is None)
-        _judge_end(verdict, job, row, dead_row, job_runs)
+        _judge_end(verdict, job, row, dead_row, job_runs, faults)
         _judge_runs(verdict, job, job_runs, faults)
         for kill in kills:
             for index, run in enumerate(job_runs):
@@ -144,6 +155,7 @@ def _judge_end(
     row: dict[str, Any] | None,
     dead_row: dict[str, Any] | None,
     job_runs: list[Run],
+    faults: list[Fault],
 ) -> None:
     if row is not None and dead_row is not None:
         verdict.fail(f"{job.key} ({job.job_id}) is both a job row and a dead-letter row")
@@ -176,8 +188,10 @@ def _judge_end(
             if "chaos failure" not in (dead_row["last_error"] or ""):
                 verdict.fail(f"{job.key}: dead-lettered with last_error {dead_row['last_error']!r}")
         elif reason == "worker_lost":
-            if not any(r.outcome is None for r in job_runs):
-                verdict.fail(f"{job.key}: dead-lettered as worker_lost but no run of it was interrupted")
+            # A run is lost with its worker when the process died during it or after it returned but
+            # before its outcome was written: a kill (or a lost connection) at or after its start.
+            if not any(_hit_after_start(run, faults) for run in job_runs):
+                verdict.fail(f"{job.key}: dead-lettered as worker_lost but no fault hit any of its runs")
         else:
             verdict.fail(f"{job.key}: unexpected dead-letter reason {reason!r}")
         if attempts != MAX_ATTEMPTS:

@@ -76,7 +76,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     scenarios = [
         item
         for item in items
-        if getattr(item, "module", None) is not None and item.module.__name__ == PROCESS_SCENARIOS
+        if isinstance(item, pytest.Function) and item.module is not None and item.module.__name__ == PROCESS_SCENARIOS
     ]
     if not scenarios:
         return

@@ -65,7 +65,10 @@ def test_wrong_ends_are_violations() -> None:
         "moved_to_dead_letter_at": None,
     }
     unexplained_loss = judge([job()], {"id-1": None}, {"id-1": dead}, ok_run, faults=[])
-    assert any("no run of it was interrupted" in v for v in unexplained_loss.violations)
+    assert any("no fault hit any of its runs" in v for v in unexplained_loss.violations)
+    # Killed after its handler returned but before the outcome was written: a run lost with its worker.
+    killed_after = judge([job()], {"id-1": None}, {"id-1": dead}, ok_run, faults=[Fault("sigkill", 1.2, 10)])
+    assert killed_after.violations == []
 
 
 def test_the_run_log_pairs_each_end_with_its_own_process_start(tmp_path: Path) -> None:
