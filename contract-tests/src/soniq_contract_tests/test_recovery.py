@@ -52,6 +52,25 @@ class StaleRecoveryContract:
             )
             assert stale not in again.stale_workers
 
+    async def test_stale_recovery_settles_rows_left_by_a_worker_that_marked_itself_stopped(
+        self, contract: ContractHarness
+    ) -> None:
+        # A worker that could not write an outcome and still marked itself stopped must not strand the row.
+        async with contract.backend() as backend:
+            gone = await register(backend, "stopped-worker")
+            row = await enqueue_and_claim(backend, worker_id=gone, mark_started=True)
+            assert await backend.heartbeat(worker_id=gone, status=WorkerStatus.STOPPED) is True
+
+            async def recovered() -> bool:
+                result = await backend.recover_stale_workers(
+                    heartbeat_timeout=contract.heartbeat_timeout, policy=StaleJobPolicy.REQUEUE
+                )
+                return row.id in result.requeued
+
+            await wait_until(recovered, deadline=contract.stale_deadline, message="the stopped worker's row recovered")
+            settled = await must_get(backend, row.id)
+            assert (settled.status, settled.worker_id, settled.attempts) == (JobStatus.QUEUED, None, row.attempts + 1)
+
     async def test_stale_recovery_never_touches_live_workers_rows(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             live = await register(backend, "live-worker")

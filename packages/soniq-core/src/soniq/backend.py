@@ -184,8 +184,8 @@ class Backend(Protocol):
         A worker is stale when it is `active` or `stopping` and its
         `last_heartbeat` is older than `heartbeat_timeout` seconds; it is
         marked `stopped`. Each `processing` row owned by a stale worker, or
-        by a worker id with no row at all and ``updated_at`` older than the
-        timeout, is settled atomically, one row at a time:
+        by a worker id with no row or a `stopped` row, and ``updated_at``
+        older than the timeout, is settled atomically, one row at a time:
 
         - handler never started (``started_at IS NULL``): nack field set,
           `attempts` untouched; never dead-lettered;

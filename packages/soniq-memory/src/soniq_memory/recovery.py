@@ -9,8 +9,14 @@ from soniq.records import DeadLetterReason, JobStatus, RecoveryResult, StaleJobP
 from soniq_memory.store import MemoryStore
 
 
+def _gone(store: MemoryStore, worker_id: str | None) -> bool:
+    """No live worker owns this id: it has no row, or its row says stopped."""
+    worker = store.workers.get(worker_id) if worker_id is not None else None
+    return worker is None or worker.status is WorkerStatus.STOPPED
+
+
 def sweep_stale_workers(store: MemoryStore, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
-    """Mark silent workers stopped and settle each row they (or unknown worker ids) still hold."""
+    """Mark silent workers stopped and settle each row they (or gone worker ids) still hold."""
     now = store.now()
     cutoff = now - timedelta(seconds=heartbeat_timeout)
     stale = [
@@ -26,7 +32,7 @@ def sweep_stale_workers(store: MemoryStore, *, heartbeat_timeout: float, policy:
         for row in store.jobs.values()
         if row.status is JobStatus.PROCESSING
         and row.worker_id is not None
-        and (row.worker_id in stale_set or (row.worker_id not in store.workers and row.updated_at < cutoff))
+        and (row.worker_id in stale_set or (_gone(store, row.worker_id) and row.updated_at < cutoff))
     ]
     requeued: list[str] = []
     dead_lettered: list[str] = []

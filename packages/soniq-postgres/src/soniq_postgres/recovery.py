@@ -27,13 +27,13 @@ class RecoverySql:
 UPDATE {q.workers} SET status = 'stopped'
 WHERE status IN ('active', 'stopping') AND last_heartbeat < now() - make_interval(secs => $1::float8)
 RETURNING id"""
-        # Rows of stale workers, and rows of worker ids that have no row at all.
+        # Rows of stale workers, and rows whose worker has no row or has already stopped.
         self.orphans = f"""
 SELECT j.id, j.started_at IS NOT NULL AS started, j.attempts, j.max_attempts
 FROM {q.jobs} AS j
 WHERE j.status = 'processing'
   AND (j.worker_id = ANY($1::text[])
-       OR (NOT EXISTS (SELECT 1 FROM {q.workers} AS w WHERE w.id = j.worker_id)
+       OR (NOT EXISTS (SELECT 1 FROM {q.workers} AS w WHERE w.id = j.worker_id AND w.status <> 'stopped')
            AND j.updated_at < now() - make_interval(secs => $2::float8)))
 ORDER BY j.id
 FOR UPDATE OF j"""
