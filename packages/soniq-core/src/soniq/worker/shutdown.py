@@ -171,8 +171,9 @@ class ShutdownSequence:
         unwinding = [r.handler_task for r in abandoned if r.handler_task is not None]
         if unwinding:
             await asyncio.wait(unwinding, timeout=CANCEL_UNWIND_SECONDS)
+        written = True
         if abandoned:
-            await asyncio.gather(*(self._nack(run, REASON_SHUTDOWN_TIMEOUT) for run in abandoned))
+            written = all(await asyncio.gather(*(self._nack(run, REASON_SHUTDOWN_TIMEOUT) for run in abandoned)))
             # Let each abandoned run's task report its end before anything is flushed at STOPPED.
             ending = [r.task for r in abandoned if r.task is not None and not r.task.done()]
             if ending:
@@ -186,7 +187,8 @@ class ShutdownSequence:
         assert w.executor is not None
         waiting = [r.job.id for r in w.pinned_runs() if r.phase is not RunPhase.FINISHED]
         if not waiting and not w.executor.live_threads:
-            await self._stop(reason="async work nack'd", nacked=self.nacked)
+            reason = "async work nack'd" if written else "nacks not all written; stale recovery settles the rest"
+            await self._stop(reason=reason, nacked=self.nacked)
             return
         w.transition(
             WorkerState.WAIT_FOR_THREAD,
