@@ -274,45 +274,64 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return a / b
 
 
-def evaluate_targets(summary: dict[str, dict[str, float | None]]) -> list[dict[str, Any]]:
+def paired_ratio(
+    raw: dict[str, dict[str, list[dict[str, Any]]]], a: tuple[str, str], b: tuple[str, str], field_name: str = "rate"
+) -> float | None:
+    """Median over repetitions of (a in rep i) / (b in rep i).
+
+    Repetitions are interleaved, so rep i of both ran minutes apart at most:
+    pairing them cancels most of the drift in the machine's load, which a
+    ratio of two medians would not.
+    """
+    left = raw.get(a[0], {}).get(a[1], [])
+    right = raw.get(b[0], {}).get(b[1], [])
+    pairs = [ratio(x.get(field_name), y.get(field_name)) for x, y in zip(left, right, strict=False)]
+    values = [p for p in pairs if p is not None]
+    return statistics.median(values) if values else None
+
+
+def evaluate_targets(
+    summary: dict[str, dict[str, float | None]], raw: dict[str, dict[str, list[dict[str, Any]]]]
+) -> list[dict[str, Any]]:
     ours = summary.get("ours", {})
-
-    def get(column: str, metric: str) -> float | None:
-        return summary.get(column, {}).get(metric)
-
     checks = [
         (
             "processing >= 2x pgqueuer (1 worker)",
-            ratio(ours.get("process_1w"), get("pgqueuer", "process_1w")),
+            paired_ratio(raw, ("ours", "process_1w"), ("pgqueuer", "process_1w")),
             2.0,
             ">=",
         ),
         (
             "processing >= 2x pgqueuer (2 workers)",
-            ratio(ours.get("process_2w"), get("pgqueuer", "process_2w")),
+            paired_ratio(raw, ("ours", "process_2w"), ("pgqueuer", "process_2w")),
             2.0,
             ">=",
         ),
         (
             "processing >= 0.25x raw batched limit (1 worker)",
-            ratio(ours.get("process_1w"), get("raw50", "process_1w")),
+            paired_ratio(raw, ("ours", "process_1w"), ("raw50", "process_1w")),
             0.25,
             ">=",
         ),
         (
             "processing >= 0.25x raw batched limit (2 workers)",
-            ratio(ours.get("process_2w"), get("raw50", "process_2w")),
+            paired_ratio(raw, ("ours", "process_2w"), ("raw50", "process_2w")),
             0.25,
             ">=",
         ),
-        ("100k queued >= 0.8x of 5k queued", ratio(ours.get("backlog"), ours.get("process_1w")), 0.8, ">="),
+        ("100k queued >= 0.8x of 5k queued", paired_ratio(raw, ("ours", "backlog"), ("ours", "process_1w")), 0.8, ">="),
         (
             "single enqueue >= 0.9x raw INSERT+NOTIFY",
-            ratio(ours.get("enqueue_single"), get("raw1", "enqueue_single")),
+            paired_ratio(raw, ("ours", "enqueue_single"), ("raw1", "enqueue_single")),
             0.9,
             ">=",
         ),
-        ("bulk enqueue >= 0.7x raw COPY", ratio(ours.get("enqueue_bulk"), get("raw1", "enqueue_bulk")), 0.7, ">="),
+        (
+            "bulk enqueue >= 0.7x raw COPY",
+            paired_ratio(raw, ("ours", "enqueue_bulk"), ("raw1", "enqueue_bulk")),
+            0.7,
+            ">=",
+        ),
         ("pickup latency p50 <= 3 ms", ours.get("latency_p50"), 3.0, "<="),
         ("pickup latency p95 <= 6 ms", ours.get("latency_p95"), 6.0, "<="),
         ("idle SIGTERM to exit <= 100 ms", ours.get("sigterm"), 100.0, "<="),
@@ -432,15 +451,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=None, help="repetitions (default: 3, quick: 1)")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--reinstall", action="store_true", help="recreate the venvs")
+    parser.add_argument(
+        "--rerender",
+        default=None,
+        metavar="JSON",
+        help="measure nothing: rebuild the table and targets of a results file",
+    )
     args = parser.parse_args(argv)
+    previous: dict[str, Any] | None = None
+    if args.rerender:
+        previous = json.loads(Path(args.rerender).read_text())
+        args.quick = previous["mode"] == "quick"
+        args.runs = previous["runs"]
 
     sizes = QUICK if args.quick else FULL
+    if previous is not None:
+        sizes = Sizes(**previous["sizes"])
     runs = args.runs or sizes.runs
     only = [s.strip() for s in args.only.split(",")] if args.only else list(SYSTEMS)
     unknown = sorted(set(only) - set(SYSTEMS))
     if unknown:
         parser.error(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
     columns = [c for c in COLUMNS if c.env_name in only]
+    if previous is not None:
+        columns = [c for c in COLUMNS if c.label in previous["raw"]]
     metrics = metrics_for(sizes)
     if args.metrics:
         keys = {k.strip() for k in args.metrics.split(",")}
@@ -448,15 +482,20 @@ def main(argv: list[str] | None = None) -> int:
 
     ENVS.mkdir(exist_ok=True)
     RESULTS.mkdir(exist_ok=True)
-    shutil.rmtree(LOG_DIR, ignore_errors=True)
-    for name in dict.fromkeys([*only, "raw"]):
-        ensure_env(name, reinstall=args.reinstall)
+    if previous is None:
+        shutil.rmtree(LOG_DIR, ignore_errors=True)
+        for name in dict.fromkeys([*only, "raw"]):
+            ensure_env(name, reinstall=args.reinstall)
 
     started = time.time()
     load_before = os.getloadavg()
     raw: dict[str, dict[str, list[dict[str, Any]]]] = {c.label: {} for c in columns}
     fingerprints: set[str] = set()
-    for rep in range(runs):
+    if previous is not None:
+        raw = previous["raw"]
+        fingerprints = set(previous.get("ours_sources", []))
+        load_before = tuple(previous["load_average_before"])
+    for rep in range(runs if previous is None else 0):
         for metric in metrics:
             for column in columns:
                 if metric.columns is not None and column.label not in metric.columns:
@@ -499,14 +538,16 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((key, title, unit))
     labels = [c.label for c in columns]
     table = render_table(rows, summary, flags, labels)
-    targets = evaluate_targets(summary)
-    load_after = os.getloadavg()
-    machine = machine_info()
+    targets = evaluate_targets(summary, raw)
+    load_after = os.getloadavg() if previous is None else tuple(previous["load_average_after"])
+    machine = machine_info() if previous is None else previous["machine"]
+    seconds = time.time() - started if previous is None else previous["seconds"]
+    finished = dt.datetime.now(dt.UTC) if previous is None else dt.datetime.fromisoformat(previous["finished_at"])
 
     print()
     print(
         f"soniq benchmark ({'quick' if args.quick else 'full'}, medians of {runs}), "
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {time.time() - started:.0f}s"
+        f"{finished:%Y-%m-%d %H:%M} UTC, {seconds:.0f}s"
     )
     print(
         f"machine: {machine['nproc']} cores, {machine['cpu']}; {machine['postgres'][:40]}; "
@@ -526,13 +567,16 @@ def main(argv: list[str] | None = None) -> int:
         "mode": "quick" if args.quick else "full",
         "runs": runs,
         "sizes": sizes.__dict__,
-        "finished_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "seconds": round(time.time() - started, 1),
+        "finished_at": finished.isoformat(timespec="seconds"),
+        "seconds": round(seconds, 1),
         "load_average_before": load_before,
         "load_average_after": load_after,
         "machine": machine,
         "ours_sources": sorted(fingerprints),
-        "versions": {name: installed_versions(name) for name in dict.fromkeys(c.env_name for c in columns)},
+        "versions": previous["versions"]
+        if previous is not None
+        else {name: installed_versions(name) for name in dict.fromkeys(c.env_name for c in columns)},
+        "ratio_method": "median over repetitions of the paired (same repetition) ratio",
         "summary": summary,
         "targets": targets,
         "table": table,
@@ -540,6 +584,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     full_run = not args.quick and not args.only and not args.metrics
     outputs = [RESULTS / ("last.json" if full_run else f"run-{dt.datetime.now():%Y%m%d-%H%M%S}.json")]
+    if previous is not None:
+        outputs = [Path(args.rerender)]
     if args.json:
         outputs.append(Path(args.json))
     for path in outputs:

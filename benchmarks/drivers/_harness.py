@@ -140,7 +140,9 @@ class Driver:
 
     # -- shared machinery ----------------------------------------------------
 
-    def spawn_worker(self, url: str, concurrency: int, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def spawn_worker(
+        self, url: str, concurrency: int, extra_env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         argv, env = self.worker_command(url, concurrency)
         full_env = dict(os.environ)
         full_env["PYTHONPATH"] = os.pathsep.join([str(HERE), full_env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -342,7 +344,7 @@ class Driver:
         ordered = sorted(values)
         return {
             "p50_ms": statistics.median(ordered),
-            "p95_ms": ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))],
+            "p95_ms": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
             "max_ms": ordered[-1],
             "received": len(values),
             "jobs": jobs,

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from _latency import record_pickup
-
 from soniq import Soniq
+
+from _latency import record_pickup
 
 app = Soniq()
 

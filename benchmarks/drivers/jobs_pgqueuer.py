@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import asyncpg
-from _latency import record_pickup
 from pgqueuer import AsyncpgDriver, PgQueuer
 from pgqueuer.models import Job
+
+from _latency import record_pickup
 
 
 @asynccontextmanager

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 import procrastinate
+
 from _latency import record_pickup
 
 app = procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=os.environ["BENCH_DATABASE_URL"]))

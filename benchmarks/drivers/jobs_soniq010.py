@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 
-from _latency import record_pickup
-
 from soniq import Soniq
+
+from _latency import record_pickup
 
 app = Soniq(database_url=os.environ["SONIQ_DATABASE_URL"])
 
