@@ -1,4 +1,4 @@
-"""Producers: transactional enqueue on the caller's connection, bulk in one round trip."""
+"""Producers: transactional enqueue on the caller's connection, bulk by COPY with one NOTIFY."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ async def test_transactional_enqueue_rollback_means_the_job_never_existed(
     assert (await backend.queue_stats()).total == 0
 
 
-async def test_bulk_enqueue_is_one_round_trip(
+async def test_bulk_enqueue_is_one_copy_and_one_notify(
     backend: PostgresBackend, raw: asyncpg.Connection, make_job: Callable[..., NewJob]
 ) -> None:
     jobs = [make_job(args={"i": i}, queue="bulk" if i % 2 else "default") for i in range(5_000)]
@@ -67,7 +67,10 @@ async def test_bulk_enqueue_is_one_round_trip(
     raw.add_query_logger(lambda record: statements.append(record.query))
     await backend.enqueue_jobs(jobs=jobs, connection=raw)
     await asyncio.sleep(0)  # asyncpg hands query records to loggers in a task of their own
+    # COPY is not a logged query: the rows go in one COPY, and the batch sends exactly one NOTIFY.
     assert len(statements) == 1
+    assert "pg_notify" in statements[0]
+    assert "INSERT" not in statements[0]
 
     stats = await backend.queue_stats()
     assert stats.queued == 5_001

@@ -224,10 +224,12 @@ class Soniq:
             raise ValueError(f"queue must be a non-empty string, got {queue!r}")
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ValueError(f"priority must be a whole number, got {priority!r}")
+        checked, encoded = check_args(definition.name, args, max_bytes=self.settings.max_args_bytes)
         return NewJob(
             id=str(uuid.uuid4()),
             job_name=definition.name,
-            args=check_args(definition.name, args, max_bytes=self.settings.max_args_bytes),
+            args=checked,
+            args_json=encoded,
             queue=queue or definition.queue,
             priority=definition.priority if priority is None else priority,
             scheduled_at=resolve_scheduled_at(scheduled_at, now=now),

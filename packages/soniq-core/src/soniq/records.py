@@ -67,6 +67,8 @@ class NewJob:
     scheduled_at: datetime
     max_attempts: int
     trace_context: Mapping[str, str] | None = None
+    args_json: str | None = None
+    """`args` as compact JSON text, when core already encoded it; a backend may store it as is."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -59,6 +59,24 @@ def required_pool_size(concurrency: int) -> int:
     Prefetched rows hold no connection, so `prefetch` does not count.
     """
     return concurrency + WORKER_EXTRA_CONNECTIONS
+
+
+COPY_THRESHOLD = 200
+"""From this many jobs on, enqueue_jobs uses COPY rather than one INSERT over arrays."""
+COPY_COLUMNS = (
+    "id",
+    "job_name",
+    "args",
+    "status",
+    "attempts",
+    "max_attempts",
+    "queue",
+    "priority",
+    "scheduled_at",
+    "created_at",
+    "updated_at",
+    "trace_context",
+)
 
 
 class PostgresBackend:
@@ -172,26 +190,76 @@ class PostgresBackend:
         payload = ",".join(queues)
         if len(payload) > 7000:  # NOTIFY payloads stop at 8000 bytes; empty means "any queue"
             payload = ""
-        params = (
-            [job.id for job in jobs],
-            [job.job_name for job in jobs],
-            [to_json(dict(job.args)) for job in jobs],
-            [job.queue for job in jobs],
-            [job.priority for job in jobs],
-            [utc(job.scheduled_at) for job in jobs],
-            [job.max_attempts for job in jobs],
-            [optional_json(job.trace_context) for job in jobs],
-            self._options.channel,
-            payload,
-        )
         if connection is not None:
             await self._ensure_schema()
             # The caller's transaction: NOTIFY is delivered only if it commits.
             async with translated(self._options):
-                await connection.fetchrow(self._queries.enqueue, *params)
+                await self._insert(connection, jobs, payload)
             return
         async with self._connection() as conn:
-            await conn.fetchrow(self._queries.enqueue, *params)
+            if len(jobs) >= COPY_THRESHOLD:
+                async with conn.transaction():
+                    await self._insert(conn, jobs, payload)
+            else:
+                await self._insert(conn, jobs, payload)
+
+    async def _insert(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> None:
+        """One statement for a few jobs; COPY plus one NOTIFY for many (the caller holds the transaction)."""
+        channel = self._options.channel
+        if len(jobs) == 1:
+            job = jobs[0]
+            await conn.fetchrow(
+                self._queries.enqueue_one,
+                job.id,
+                job.job_name,
+                job.args_json or to_json(dict(job.args)),
+                job.queue,
+                job.priority,
+                utc(job.scheduled_at),
+                job.max_attempts,
+                optional_json(job.trace_context),
+                channel,
+                payload,
+            )
+            return
+        if len(jobs) < COPY_THRESHOLD:
+            await conn.fetchrow(
+                self._queries.enqueue,
+                [job.id for job in jobs],
+                [job.job_name for job in jobs],
+                [job.args_json or to_json(dict(job.args)) for job in jobs],
+                [job.queue for job in jobs],
+                [job.priority for job in jobs],
+                [utc(job.scheduled_at) for job in jobs],
+                [job.max_attempts for job in jobs],
+                [optional_json(job.trace_context) for job in jobs],
+                channel,
+                payload,
+            )
+            return
+        # created_at rises by a microsecond per row so that claim order keeps the list's order.
+        base = datetime.now(UTC)
+        records = [
+            (
+                job.id,
+                job.job_name,
+                job.args_json or to_json(dict(job.args)),
+                "queued",
+                0,
+                job.max_attempts,
+                job.queue,
+                job.priority,
+                utc(job.scheduled_at),
+                base + timedelta(microseconds=index),
+                base + timedelta(microseconds=index),
+                optional_json(job.trace_context),
+            )
+            for index, job in enumerate(jobs)
+        ]
+        await conn.copy_records_to_table(
+            "soniq_jobs", schema_name=self._queries.schema, columns=COPY_COLUMNS, records=records
+        )
+        await conn.execute(self._queries.notify, channel, payload)
 
     async def get_job(self, *, job_id: str) -> JobRecord | None:
         async with self._connection() as conn:

@@ -49,6 +49,16 @@ WITH inserted AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
+        # One job: plain VALUES plans faster than unnest over one-element arrays.
+        self.enqueue_one = f"""
+WITH inserted AS (
+    INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
+                        trace_context, status, attempts, created_at, updated_at)
+    VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8::json, 'queued', 0, clock_timestamp(), clock_timestamp())
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
+        self.notify = "SELECT pg_notify($1, $2)"
 
         self.get_job = f"SELECT {JOB_COLUMNS} FROM {jobs} WHERE id = $1"
         self.cancel = f"""

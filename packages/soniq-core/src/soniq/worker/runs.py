@@ -36,13 +36,14 @@ class JobRun:
     definition: JobDefinition | None
     phase: RunPhase = RunPhase.CLAIMED
     task: asyncio.Task[None] | None = None
-    handler_task: asyncio.Task[Outcome] | None = None
     thread_future: concurrent.futures.Future[Any] | None = None
     abandoned: bool = False
     """Set by the force path: the worker gives the row back with nack_job."""
     pinned: bool = False
     """Set by the force path on a running sync job: from now on only the thread's return decides the row."""
     started_at: float = 0.0
+    unwound: asyncio.Event | None = None
+    """Set by the force path before it cancels the handler; the run sets it once the handler has unwound."""
     nack_outcome: asyncio.Future[str] | None = None
     """Set by the force path; resolves to how the nack went, so the run's own task reports its end."""
     holds_slot: bool = False

@@ -159,6 +159,7 @@ class ShutdownSequence:
         w.transition(WorkerState.FORCE_TIMEOUT_PATH, reason=reason)
         force_at = self.loop.time()
         abandoned: list[JobRun] = []
+        unwinding: list[asyncio.Task[bool]] = []
         for run in list(w.active.values()):
             if run.phase is RunPhase.RUNNING_SYNC:
                 run.pinned = True
@@ -166,11 +167,15 @@ class ShutdownSequence:
                 run.abandoned = True
                 run.nack_outcome = self.loop.create_future()
                 abandoned.append(run)
-                if run.handler_task is not None and not run.handler_task.done():
-                    run.handler_task.cancel()
-        unwinding = [r.handler_task for r in abandoned if r.handler_task is not None]
+                if run.phase is not RunPhase.CLAIMED and run.task is not None and not run.task.done():
+                    # Only the handler part of the run's task is interrupted; it then waits for the nack.
+                    run.unwound = asyncio.Event()
+                    unwinding.append(asyncio.ensure_future(run.unwound.wait()))
+                    run.task.cancel()
         if unwinding:
-            await asyncio.wait(unwinding, timeout=CANCEL_UNWIND_SECONDS)
+            _, pending = await asyncio.wait(unwinding, timeout=CANCEL_UNWIND_SECONDS)
+            for waiter in pending:
+                waiter.cancel()
         written = True
         if abandoned:
             written = all(await asyncio.gather(*(self._nack(run, REASON_SHUTDOWN_TIMEOUT) for run in abandoned)))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from soniq.backend import Backend
 from soniq.errors import BackendUnavailableError
-from soniq.metrics import safe_call
+from soniq.metrics import NullMetricsSink, safe_call
 from soniq.observers import JobEndEvent, JobStartEvent, ShutdownInfo, TransitionEvent
 from soniq.records import JobRecord, StaleJobPolicy, WorkerInfo, WorkerStatus
 from soniq.retry import RetryPolicy
@@ -103,6 +103,7 @@ class Worker:
         self._last_transition_at = time.time()
         self._background: list[asyncio.Task[None]] = []
         self._claim_task: asyncio.Task[None] | None = None
+        self._observed = True
         self.executor: Executor | None = None
         self.completions = CompletionBatcher(self.backend, self.worker_id, self._write_deadline)
         self.settler = Settler(
@@ -126,6 +127,7 @@ class Worker:
             self._trigger = trigger
             self.signal_at = time.time()
             self._stop_event.set()
+            self._slot_event.set()
         elif self.state in (WorkerState.RUNNING, WorkerState.DRAINING) and not self._force_event.is_set():
             logger.warning("worker %s: second %s, skipping the rest of DRAINING", self.worker_id, trigger)
             self._force_event.set()
@@ -143,6 +145,8 @@ class Worker:
         await self.app.connect()
         await self.backend.prepare_worker(concurrency=self.concurrency, prefetch=self.prefetch)
         self.executor = Executor(self.app.sync_pool, self.settings.sync_handler_pool_size)
+        # Nobody listens to job starts and ends: skip building their events on the hot path.
+        self._observed = bool(self.app.observers) or not isinstance(self.app.metrics, NullMetricsSink)
         await self.backend.register_worker(worker=self.info())
         logger.info(
             "worker %s started: concurrency=%d queues=%s prefetch=%d backend=%s",
@@ -265,7 +269,8 @@ class Worker:
             self._slot_event.clear()
             room = (self.concurrency - self.running) + self.prefetch - len(self.buffer)
             if room <= 0:
-                await self._race(self._slot_event.wait())
+                # request_stop sets the slot event too, so this wait needs no race with the stop signal.
+                await self._slot_event.wait()
                 continue
             try:
                 rows = await self.backend.claim_jobs(
@@ -380,6 +385,8 @@ class Worker:
     def _announce(self, run: JobRun, handler_kind: str) -> None:
         run.announced = True
         run.started_at = time.monotonic()
+        if not self._observed:
+            return
         event = JobStartEvent(
             worker_id=self.worker_id, job=run.job, handler_kind=handler_kind, attempt=run.job.attempts + 1
         )
@@ -397,22 +404,30 @@ class Worker:
         timeout = definition.timeout if definition.timeout is not None else self.settings.job_timeout
         self._announce(run, definition.handler_kind)
         call = self.executor.call_async if definition.is_async else self.executor.call_sync
-        run.handler_task = asyncio.create_task(call(run, job.args, timeout), name=f"soniq-handler-{job.id}")
-        await asyncio.wait([run.handler_task])
-        if run.handler_task.cancelled():
-            # Only the force path cancels a handler. It nacks the row; the end is reported from this
-            # task so that observers see it in the context where the run started.
+        try:
+            outcome: Outcome = await call(run, job.args, timeout)
+        except asyncio.CancelledError:
+            if not run.abandoned:
+                raise
+            # The force path cancelled this run's handler. It nacks the row; the end is reported from
+            # this task so that observers see it in the context where the run started.
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            if run.unwound is not None:
+                run.unwound.set()
             if run.nack_outcome is not None:
                 outcome_name = await asyncio.shield(run.nack_outcome)
                 self.job_end(run, outcome_name, None, None)
             return
-        outcome: Outcome = run.handler_task.result()
         run.phase = RunPhase.SETTLING
         self._release_slot(run)
         name, error_text = await self.settler.settle(run, outcome, give_up_at=self._write_deadline())
         self.job_end(run, name, outcome.error, error_text)
 
     def job_end(self, run: JobRun, outcome: str, error: BaseException | None, error_text: str | None) -> None:
+        if not self._observed:
+            return
         if outcome == "unwritten":
             self.summary.unsettled_job_ids.append(run.job.id)
         duration = time.monotonic() - run.started_at if run.started_at else 0.0
