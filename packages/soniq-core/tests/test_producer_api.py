@@ -119,3 +119,17 @@ async def test_job_options_are_validated() -> None:
         app.job(max_retries=-1)(lambda: None)
     with pytest.raises(ValueError, match="timeout"):
         app.job(timeout=0)(lambda: None)
+
+
+async def test_job_ids_are_unique_version_4_uuids() -> None:
+    import uuid
+
+    from soniq.serialization import new_job_ids
+
+    ids = new_job_ids(2000)
+    assert len(set(ids)) == 2000
+    for text in ids[:200]:
+        parsed = uuid.UUID(text)
+        assert str(parsed) == text
+        assert parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122

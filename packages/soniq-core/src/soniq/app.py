@@ -6,7 +6,6 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-import uuid
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -21,7 +20,7 @@ from soniq.metrics import MetricsSink, NullMetricsSink, safe_call
 from soniq.observers import EnqueueEvent, Observer
 from soniq.records import JobStatus, NewJob, RecoveryResult
 from soniq.registry import JobDefinition, JobRegistry, default_job_name
-from soniq.serialization import check_args
+from soniq.serialization import check_args, new_job_ids
 from soniq.settings import Settings
 
 logger = logging.getLogger("soniq")
@@ -210,31 +209,44 @@ class Soniq:
             )
         return definition
 
-    def _new_job(
+    def _new_jobs(
         self,
         definition: JobDefinition,
-        args: Mapping[str, Any],
+        kwargs_list: Sequence[Mapping[str, Any]],
         *,
         queue: str | None,
         priority: int | None,
         scheduled_at: ScheduleAt,
-        now: datetime,
-    ) -> NewJob:
+    ) -> list[NewJob]:
+        """Validate and build rows; everything shared by the batch is worked out once."""
         if queue is not None and (not isinstance(queue, str) or not queue):
             raise ValueError(f"queue must be a non-empty string, got {queue!r}")
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ValueError(f"priority must be a whole number, got {priority!r}")
-        checked, encoded = check_args(definition.name, args, max_bytes=self.settings.max_args_bytes)
-        return NewJob(
-            id=str(uuid.uuid4()),
-            job_name=definition.name,
-            args=checked,
-            args_json=encoded,
-            queue=queue or definition.queue,
-            priority=definition.priority if priority is None else priority,
-            scheduled_at=resolve_scheduled_at(scheduled_at, now=now),
-            max_attempts=definition.max_attempts,
-        )
+        when = resolve_scheduled_at(scheduled_at)
+        name = definition.name
+        target_queue = queue or definition.queue
+        target_priority = definition.priority if priority is None else priority
+        limit = self.settings.max_args_bytes
+        ids = new_job_ids(len(kwargs_list))
+        jobs = []
+        for index, kwargs in enumerate(kwargs_list):
+            if not isinstance(kwargs, Mapping):
+                raise TypeError(f"enqueue_many item {index} must be a dict of keyword arguments, got {kwargs!r}")
+            checked, encoded = check_args(name, kwargs, max_bytes=limit)
+            jobs.append(
+                NewJob(
+                    id=ids[index],
+                    job_name=name,
+                    args=checked,
+                    args_json=encoded,
+                    queue=target_queue,
+                    priority=target_priority,
+                    scheduled_at=when,
+                    max_attempts=definition.max_attempts,
+                )
+            )
+        return jobs
 
     def _announce(self, jobs: list[NewJob]) -> list[NewJob]:
         """Tell observers about jobs that passed validation; their headers go into `trace_context`."""
@@ -279,13 +291,12 @@ class Soniq:
             raise TypeError("pass job arguments either as keywords or as args={...}, not both")
         definition = self._definition(fn_or_name)
         self._check_connection(connection)
-        job = self._new_job(
+        (job,) = self._new_jobs(
             definition,
-            dict(args or kwargs),
+            [args if args is not None else kwargs],
             queue=queue,
             priority=priority,
             scheduled_at=scheduled_at,
-            now=datetime.now(UTC),
         )
         await self._insert(self._announce([job]), connection)
         return job.id
@@ -304,14 +315,7 @@ class Soniq:
         """Queue many runs of one job in one insert (all or none); returns their ids in order."""
         definition = self._definition(fn_or_name)
         self._check_connection(connection)
-        now = datetime.now(UTC)
-        jobs = []
-        for index, kwargs in enumerate(kwargs_list):
-            if not isinstance(kwargs, Mapping):
-                raise TypeError(f"enqueue_many item {index} must be a dict of keyword arguments, got {kwargs!r}")
-            jobs.append(
-                self._new_job(definition, kwargs, queue=queue, priority=priority, scheduled_at=scheduled_at, now=now)
-            )
+        jobs = self._new_jobs(definition, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at)
         if jobs:
             await self._insert(self._announce(jobs), connection)
         return [job.id for job in jobs]
