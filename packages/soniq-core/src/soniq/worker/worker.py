@@ -426,10 +426,10 @@ class Worker:
         self.job_end(run, name, outcome.error, error_text)
 
     def job_end(self, run: JobRun, outcome: str, error: BaseException | None, error_text: str | None) -> None:
-        if not self._observed:
-            return
         if outcome == "unwritten":
             self.summary.unsettled_job_ids.append(run.job.id)
+        if not self._observed:
+            return
         duration = time.monotonic() - run.started_at if run.started_at else 0.0
         event = JobEndEvent(
             worker_id=self.worker_id,
