@@ -118,7 +118,8 @@ class Worker:
     def request_stop(self, trigger: str = "stop") -> None:
         """First call starts DRAINING; a call during DRAINING goes to FORCE_TIMEOUT_PATH."""
         if self.state is WorkerState.RUNNING and not self._stop_event.is_set():
-            logger.warning(
+            logger.log(
+                logging.WARNING if trigger.startswith("SIG") else logging.INFO,
                 "worker %s: %s received, draining (shutdown_timeout=%gs)",
                 self.worker_id,
                 trigger,
