@@ -41,6 +41,39 @@ _CAPABILITIES = BackendCapabilities(
 _URL_OPTIONS = ("namespace",)
 
 
+def queued_row(
+    *,
+    id: str,
+    job_name: str,
+    args: Mapping[str, Any],
+    queue: str,
+    priority: int,
+    scheduled_at: datetime,
+    max_attempts: int,
+    now: datetime,
+    trace_context: Mapping[str, str] | None = None,
+) -> JobRecord:
+    """A fresh `queued` row that has never run (what enqueue and replay insert)."""
+    return JobRecord(
+        id=id,
+        job_name=job_name,
+        args=json_copy(dict(args), what="job args"),
+        status=JobStatus.QUEUED,
+        attempts=0,
+        max_attempts=max_attempts,
+        queue=queue,
+        priority=priority,
+        scheduled_at=scheduled_at,
+        last_error=None,
+        worker_id=None,
+        result=None,
+        created_at=now,
+        updated_at=now,
+        started_at=None,
+        trace_context=dict(trace_context) if trace_context is not None else None,
+    )
+
+
 class MemoryBackend:
     """An in-process queue store for tests and examples.
 
@@ -153,23 +186,16 @@ class MemoryBackend:
                     raise ValueError(f"a job with id {job.id!r} already exists")
                 seen.add(job.id)
                 rows.append(
-                    JobRecord(
+                    queued_row(
                         id=job.id,
                         job_name=job.job_name,
-                        args=json_copy(dict(job.args), what="job args"),
-                        status=JobStatus.QUEUED,
-                        attempts=0,
-                        max_attempts=job.max_attempts,
+                        args=job.args,
                         queue=job.queue,
                         priority=job.priority,
                         scheduled_at=job.scheduled_at,
-                        last_error=None,
-                        worker_id=None,
-                        result=None,
-                        created_at=now,
-                        updated_at=now,
-                        started_at=None,
-                        trace_context=dict(job.trace_context) if job.trace_context is not None else None,
+                        max_attempts=job.max_attempts,
+                        now=now,
+                        trace_context=job.trace_context,
                     )
                 )
             for row in rows:
@@ -449,21 +475,15 @@ class MemoryBackend:
                 raise ValueError(f"a job with id {new_job_id!r} already exists")
             now = store.now()
             store.put_job(
-                JobRecord(
+                queued_row(
                     id=new_job_id,
                     job_name=dead.job_name,
-                    args=json_copy(dict(dead.args), what="job args"),
-                    status=JobStatus.QUEUED,
-                    attempts=0,
-                    max_attempts=dead.max_attempts,
+                    args=dead.args,
                     queue=dead.queue,
                     priority=dead.priority,
                     scheduled_at=scheduled_at,
-                    last_error=None,
-                    worker_id=None,
-                    result=None,
-                    created_at=now,
-                    updated_at=now,
+                    max_attempts=dead.max_attempts,
+                    now=now,
                 )
             )
             store.dead_letters[job_id] = replace(
