@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 from soniq import Soniq
 from soniq.errors import JobArgumentsError
 from soniq_contract_tests.chaos_jobs import build_app
-from soniq_contract_tests.process_harness import WorkerProcess, wait_for
+from soniq_contract_tests.process_harness import WorkerProcess, read_runs, tear_down, wait_for
 
 T = TypeVar("T")
 
@@ -121,25 +121,10 @@ class Namespace:
         )
 
     def runs(self, kind: str, key: str) -> list[int]:
-        """The pids of every `kind` (S or E) line the handlers logged for `key`."""
-        if not self.runlog.exists():
-            return []
-        lines = [line.split(" ") for line in self.runlog.read_text(encoding="utf-8").splitlines()]
-        return [int(parts[2]) for parts in lines if parts[:2] == [kind, key]]
+        return read_runs(self.runlog, kind, key)
 
     def cleanup(self) -> None:
-        for worker in self.workers:
-            if worker.popen.poll() is None:
-                worker.popen.kill()
-                worker.popen.wait(10)
-
-        async def drop(app: Soniq) -> None:
-            await app.backend.drop_schema()
-
-        try:
-            self.run(drop)
-        except Exception:
-            pass
+        tear_down(self.workers, self.run)
 
 
 def one_error_line(result: subprocess.CompletedProcess[str]) -> str:

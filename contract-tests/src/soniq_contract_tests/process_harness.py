@@ -136,14 +136,7 @@ class Scenario:
 
     def runs(self, event: str, tag: str) -> list[int]:
         """The pids that logged `event` for `tag`, in order."""
-        if not self.runlog.exists():
-            return []
-        pids = []
-        for line in self.runlog.read_text(encoding="utf-8").splitlines():
-            parts = line.split(" ")
-            if parts[:2] == [event, tag]:
-                pids.append(int(parts[2]))
-        return pids
+        return read_runs(self.runlog, event, tag)
 
     def start_worker(self, *extra: str, **settings: Any) -> WorkerProcess:
         env = dict(os.environ)
@@ -184,18 +177,31 @@ class Scenario:
         )
 
     def cleanup(self) -> None:
-        for worker in self.workers:
-            if worker.popen.poll() is None:
-                worker.popen.kill()
-                worker.popen.wait(10)
+        tear_down(self.workers, self.run)
 
-        async def drop(app: Soniq) -> None:
-            await app.backend.drop_schema()
 
-        try:
-            self.run(drop)
-        except Exception:
-            pass
+def tear_down(workers: list[WorkerProcess], run: Callable[[Callable[[Soniq], Any]], Any]) -> None:
+    """Kill what is still running, then drop the namespace (best effort: it is unique anyway)."""
+    for worker in workers:
+        if worker.popen.poll() is None:
+            worker.popen.kill()
+            worker.popen.wait(10)
+
+    async def drop(app: Soniq) -> None:
+        await app.backend.drop_schema()
+
+    try:
+        run(drop)
+    except Exception:
+        pass
+
+
+def read_runs(path: Path, event: str, tag: str) -> list[int]:
+    """The pids that logged `<event> <tag> <pid>` in a run log, in order."""
+    if not path.exists():
+        return []
+    lines = [line.split(" ") for line in path.read_text(encoding="utf-8").splitlines()]
+    return [int(parts[2]) for parts in lines if parts[:2] == [event, tag]]
 
 
 def scenarios(url: str, options: dict[str, Any], directory: Path) -> Iterator[Scenario]:
