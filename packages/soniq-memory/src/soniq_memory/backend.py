@@ -316,27 +316,21 @@ class MemoryBackend:
             return written
 
     async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
-        store = self._store
-        with store.lock:
-            row = self._owned(job_id, worker_id)
-            if row is None:
-                return False
-            store.put_job(
-                replace(
-                    row,
-                    status=JobStatus.QUEUED,
-                    attempts=row.attempts + 1,
-                    last_error=error,
-                    scheduled_at=scheduled_at,
-                    worker_id=None,
-                    started_at=None,
-                    updated_at=store.now(),
-                )
-            )
-            store.wake(row.queue)
-            return True
+        return self._requeue_owned(job_id, worker_id, scheduled_at, count_attempt=True, last_error=error)
 
     async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
+        return self._requeue_owned(job_id, worker_id, scheduled_at, count_attempt=False)
+
+    def _requeue_owned(
+        self,
+        job_id: str,
+        worker_id: str,
+        scheduled_at: datetime,
+        *,
+        count_attempt: bool,
+        last_error: str | None = None,
+    ) -> bool:
+        """Back to `queued` at `scheduled_at`, only while `worker_id` owns the row."""
         store = self._store
         with store.lock:
             row = self._owned(job_id, worker_id)
@@ -346,6 +340,8 @@ class MemoryBackend:
                 replace(
                     row,
                     status=JobStatus.QUEUED,
+                    attempts=row.attempts + 1 if count_attempt else row.attempts,
+                    last_error=last_error if count_attempt else row.last_error,
                     scheduled_at=scheduled_at,
                     worker_id=None,
                     started_at=None,
