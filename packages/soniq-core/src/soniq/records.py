@@ -165,6 +165,18 @@ class RecoveryResult:
 
 
 @dataclass(frozen=True, slots=True)
+class StaleScan:
+    """What `find_stale_jobs` found: the workers it marked `stopped` and the rows they orphaned."""
+
+    stale_workers: tuple[str, ...] = ()
+    orphaned: tuple[JobRecord, ...] = ()
+    """`processing` rows owned by a stale worker, or by a worker id with no row or a
+    `stopped` row and `updated_at` older than the timeout, oldest `updated_at` first."""
+    skipped: bool = False
+    """True when another process held the sweep lock: nothing was marked or read."""
+
+
+@dataclass(frozen=True, slots=True)
 class QueueStats:
     """Counts by state; `total` is the sum of the other five."""
 
