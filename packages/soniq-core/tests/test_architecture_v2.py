@@ -42,7 +42,8 @@ async def test_a_protocol_1_backend_is_refused_at_construction_naming_what_chang
         Soniq(backend=ProtocolOneBackend())
     message = str(caught.value)
     assert isinstance(caught.value, SoniqError)
-    assert "protocol 1" in message and f"{BACKEND_PROTOCOL_VERSION}" in message
+    assert "protocol 1" in message
+    assert f"protocol {BACKEND_PROTOCOL_VERSION}" in message
     assert "parameters object" in message
     assert PROTOCOL_MIGRATION_NOTE in message
 
