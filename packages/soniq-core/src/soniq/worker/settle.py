@@ -13,8 +13,8 @@ from soniq.params import DeadLetterJobParams, RetryJobParams, SnoozeJobParams
 from soniq.records import DeadLetterReason
 from soniq.retry import RetryPolicy
 from soniq.serialization import check_result
+from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.batching import CompletionBatcher
-from soniq.worker.runs import JobRun, Outcome
 from soniq.worker.writes import write_with_retry
 
 logger = logging.getLogger("soniq.worker")

@@ -23,16 +23,16 @@ from soniq.observers import NackEvent, ShutdownInfo, ShutdownNotice
 from soniq.outcomes import HandlerKind
 from soniq.params import NackJobParams, SetWorkerStatusParams
 from soniq.records import WorkerStatus
-from soniq.worker.runs import CANCELLABLE_PHASES, JobRun, RunPhase
-from soniq.worker.state import WorkerState
+from soniq.worker._runs import CANCELLABLE_PHASES, JobRun
+from soniq.worker.state import RunPhase, WorkerState
 
 if TYPE_CHECKING:
     from soniq.backend import Backend
     from soniq.bus import ObservationBus
     from soniq.settings import Settings
+    from soniq.worker._table import RunTable
     from soniq.worker.batching import CompletionBatcher
     from soniq.worker.executor import Executor
-    from soniq.worker.table import RunTable
     from soniq.worker.worker import WorkerSummary
 
 logger = logging.getLogger("soniq.worker")
@@ -156,7 +156,8 @@ class ShutdownSequence:
     # -- waiting -------------------------------------------------------------
 
     async def _wait_until(self, done_when: Callable[[], bool], until: float | None, *, stop_on_force: bool) -> bool:
-        """Wait for in-flight runs and live threads to end; True when they did."""
+        """Wait until `done_when()` holds, waking on run and thread changes; False once `until` passes
+        (or, with `stop_on_force`, on a force request)."""
         force = self.host.force_requested
         while True:
             if done_when():

@@ -1,9 +1,10 @@
-"""The worker: claims rows, runs their handlers, and shuts down by the seed contract.
+"""The worker's lifecycle: start, stop, and the shutdown states it reports.
 
 RUNNING -> DRAINING -> STOPPED | FORCE_TIMEOUT_PATH [-> WAIT_FOR_THREAD] -> STOPPED.
-The shutdown sequence is in `soniq.worker.shutdown`, the heartbeat and sweep
-loops in `soniq.worker.loops`, slots and the prefetch buffer in the run table
-(`soniq.worker.table`); this module holds the claim loop and a row's lifecycle.
+This module starts the pieces and stops them in order: the claim loop and each
+row's life are in `soniq.worker._dispatch`, slots and the prefetch buffer in
+the run table (`soniq.worker._table`), the shutdown sequence in
+`soniq.worker.shutdown`, the heartbeat and sweep loops in `soniq.worker.loops`.
 Build one with `app.worker(...)`, drive it with `await worker.run()` and
 `worker.stop()`.
 """
@@ -20,31 +21,19 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from soniq.backend import Backend
-from soniq.errors import BackendUnavailableError
-from soniq.observers import JobEndEvent, JobStartEvent, ShutdownInfo, TransitionEvent
-from soniq.outcomes import HandlerKind, JobOutcome
-from soniq.params import (
-    ClaimJobsParams,
-    MarkStartedParams,
-    PrepareWorkerParams,
-    RegisterWorkerParams,
-    SetWorkerStatusParams,
-    WaitForJobsParams,
-)
-from soniq.records import JobRecord, StaleJobPolicy, WorkerInfo, WorkerStatus
-from soniq.retry import RetryPolicy
+from soniq.observers import ShutdownInfo, TransitionEvent
+from soniq.params import PrepareWorkerParams, RegisterWorkerParams, SetWorkerStatusParams
+from soniq.records import WorkerInfo, WorkerStatus
+from soniq.worker._dispatch import Dispatcher
+from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
 from soniq.worker.executor import Executor
 from soniq.worker.loops import heartbeat_loop, sweep_loop
-from soniq.worker.runs import JobRun, Outcome, RunPhase
-from soniq.worker.settle import Settled, Settler
 from soniq.worker.shutdown import ShutdownSequence
-from soniq.worker.state import WorkerState, check_transition
-from soniq.worker.table import RunTable
-from soniq.worker.writes import write_with_retry
+from soniq.worker.state import RunPhase, WorkerState, check_transition
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
@@ -77,7 +66,8 @@ def new_worker_id() -> str:
 
 
 class Worker:
-    """One worker process's claim loop and runs; build it with `Soniq.worker`."""
+    """One worker process: starts its claim, heartbeat and sweep loops and stops them by the shutdown
+    contract; build it with `Soniq.worker`."""
 
     def __init__(
         self,
@@ -104,27 +94,18 @@ class Worker:
         self.summary = WorkerSummary(worker_id=self.worker_id, final_state=WorkerState.RUNNING)
         self.summary.states.append(WorkerState.RUNNING)
         self.runs = RunTable(concurrency=self.concurrency, prefetch=settings.prefetch)
-        # Only when a buffer or the zombie policy needs it do we pay a write to record the handler start.
-        self._defer_start_mark = settings.prefetch > 0 or settings.stale_job_policy is StaleJobPolicy.DEAD_LETTER
         self._shutdown_info: ShutdownInfo | None = None
         self._stop_event = asyncio.Event()
         self._force_event = asyncio.Event()
         self._trigger: str | None = None
         self._signal_at = 0.0
-        self._claim_task: asyncio.Task[None] | None = None
         self._executor: Executor | None = None
         self.completions = CompletionBatcher(self.backend, self.worker_id, self._write_deadline)
-        self._settler = Settler(
-            self.backend,
-            self.worker_id,
-            RetryPolicy(base=settings.retry_backoff_base, maximum=settings.retry_backoff_max),
-            self.completions,
-        )
 
     # -- public control ------------------------------------------------------
 
     def stop(self, trigger: str = "stop") -> None:
-        """First call starts DRAINING; a call during DRAINING goes to FORCE_TIMEOUT_PATH."""
+        """First call starts DRAINING; the next one skips to FORCE_TIMEOUT_PATH; during WAIT_FOR_THREAD it only logs."""
         if self.state is WorkerState.RUNNING and not self._stop_event.is_set():
             logger.log(
                 logging.WARNING if trigger.startswith("SIG") else logging.INFO,
@@ -176,6 +157,9 @@ class Worker:
             PrepareWorkerParams(concurrency=self.concurrency, prefetch=self.runs.prefetch)
         )
         executor = self._executor = Executor(self.app.sync_pool, self.settings.sync_handler_pool_size)
+        dispatch = Dispatcher(
+            self, executor, stop_event=self._stop_event, claiming=self._claiming, write_deadline=self._write_deadline
+        )
         await self.backend.register_worker(RegisterWorkerParams(worker=self.info()))
         logger.info(
             "worker %s started: concurrency=%d queues=%s prefetch=%d backend=%s",
@@ -205,11 +189,11 @@ class Worker:
             ),
         ]
         try:
-            self._claim_task = asyncio.create_task(self._claim_loop(), name="soniq-claim")
+            claim_task = asyncio.create_task(dispatch.claim_loop(), name="soniq-claim")
             await self._stop_event.wait()
             sequence = ShutdownSequence(self, self.runs, executor)
             self._shutdown_info = sequence.info(trigger=self.trigger, signal_at=self._signal_at or time.time())
-            await sequence.run(trigger=self.trigger, claim_task=self._claim_task)
+            await sequence.run(trigger=self.trigger, claim_task=claim_task)
         finally:
             for task in background:
                 task.cancel()
@@ -284,162 +268,8 @@ class Worker:
             )
         )
 
-    # -- the claim loop --------------------------------------------------------
-
     def _claiming(self) -> bool:
         return self.state is WorkerState.RUNNING and not self._stop_event.is_set()
-
-    async def _claim_loop(self) -> None:
-        runs = self.runs
-        while self._claiming():
-            # Cleared before looking at the slots, so a slot freed from here on wakes the wait below.
-            runs.changed.clear()
-            room = runs.room
-            if room <= 0:
-                # stop() sets the same event, so this wait needs no race with the stop signal.
-                await runs.changed.wait()
-                continue
-            params = ClaimJobsParams(
-                worker_id=self.worker_id, queues=self.queues, limit=room, mark_started=not self._defer_start_mark
-            )
-            try:
-                rows = await self.backend.claim_jobs(params)
-            except Exception as exc:
-                if isinstance(exc, BackendUnavailableError):
-                    logger.warning("claim failed, store unreachable: %s", exc)
-                else:
-                    logger.exception("claim failed")
-                await self._race(asyncio.sleep(self.settings.poll_interval))
-                continue
-            self._accept(rows)
-            if len(rows) >= room:
-                continue
-            if self.run_once and not rows and runs.empty:
-                self.stop("run_once")
-                return
-            wait = WaitForJobsParams(queues=self.queues, timeout=self.settings.poll_interval)
-            await self._race(self.backend.wait_for_jobs(wait), runs.changed.wait())
-
-    def _accept(self, rows: list[JobRecord]) -> None:
-        for row in rows:
-            run = JobRun(job=row, definition=self.app.registry.get(row.job_name))
-            # A row claimed as the drain began never starts: it is handed back with the buffer.
-            if self._claiming() and self.runs.has_free_slot:
-                self._start(run)
-            else:
-                self.runs.hold(run)
-
-    def _start(self, run: JobRun) -> None:
-        self.runs.occupy(run)
-        run.task = asyncio.create_task(self._lifecycle(run), name=f"soniq-job-{run.job.id}")
-
-    def _release_slot(self, run: JobRun) -> None:
-        """The handler is done with its slot (its outcome may still be on its way); refill from the buffer."""
-        if not self.runs.release_slot(run):
-            return
-        while self._claiming() and self.runs.has_free_slot:
-            buffered = self.runs.next_buffered()
-            if buffered is None:
-                return
-            self._start(buffered)
-
-    async def _race(self, *awaitables: Any) -> None:
-        """Wait for the first of `awaitables` or the stop signal."""
-        tasks = [asyncio.ensure_future(a) for a in awaitables]
-        stop = asyncio.ensure_future(self._stop_event.wait())
-        try:
-            done, _ = await asyncio.wait([*tasks, stop], return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                if not task.cancelled() and task.exception() is not None and task is not stop:
-                    logger.warning("waiting for jobs failed: %s", task.exception())
-                    await asyncio.sleep(min(self.settings.poll_interval, 1.0))
-        finally:
-            for task in (*tasks, stop):
-                if not task.done():
-                    task.cancel()
-
-    # -- one row from claim to its last write --------------------------------
-
-    async def _lifecycle(self, run: JobRun) -> None:
-        job = run.job
-        try:
-            if run.definition is None:
-                self._announce(run, HandlerKind.UNKNOWN)
-                run.phase = RunPhase.SETTLING
-                settled = await self._settler.dead_letter_unknown(run, self.app.registry.names(), give_up_at=None)
-                self._job_end(run, settled)
-                return
-            if self._defer_start_mark:
-                params = MarkStartedParams(worker_id=self.worker_id, job_ids=(job.id,))
-                owned = await write_with_retry(
-                    f"handler start for job {job.id}", lambda: self.backend.mark_started(params), give_up_at=None
-                )
-                if run.abandoned or (owned is not None and job.id not in owned):
-                    return
-            if run.abandoned:
-                return
-            await self._execute(run)
-        except Exception:
-            logger.exception("internal error while running job %s; the row stays for stale recovery", job.id)
-            self.summary.unsettled_job_ids.append(job.id)
-        finally:
-            self._release_slot(run)
-            self.runs.finish(run)
-            self.summary.processed += 1
-
-    def _announce(self, run: JobRun, handler_kind: HandlerKind) -> None:
-        run.started_at = time.monotonic()
-        if self.bus.wants_job_events:
-            attempt = run.job.attempts + 1
-            self.bus.job_start(
-                JobStartEvent(worker_id=self.worker_id, job=run.job, handler_kind=handler_kind, attempt=attempt)
-            )
-
-    async def _execute(self, run: JobRun) -> None:
-        assert run.definition is not None
-        assert self._executor is not None
-        definition = run.definition
-        timeout = definition.timeout if definition.timeout is not None else self.settings.job_timeout
-        self._announce(run, definition.handler_kind)
-        call = self._executor.call_async if definition.is_async else self._executor.call_sync
-        try:
-            outcome: Outcome = await call(run, run.job.args, timeout)
-        except asyncio.CancelledError:
-            if not run.abandoned:
-                raise
-            # The force path cancelled this run's handler and nacks the row; the end is reported from
-            # this task so that observers see it in the context where the run started.
-            current = asyncio.current_task()
-            if current is not None:
-                current.uncancel()
-            run.unwound()
-            nacked = await run.nack_result()
-            if nacked is not None:
-                self._job_end(run, Settled(nacked, reason="shutdown_timeout"))
-            return
-        run.phase = RunPhase.SETTLING
-        self._release_slot(run)
-        settled = await self._settler.settle(run, outcome, give_up_at=self._write_deadline())
-        self._job_end(run, settled, outcome.error)
-
-    def _job_end(self, run: JobRun, settled: Settled, error: BaseException | None = None) -> None:
-        if settled.outcome is JobOutcome.UNWRITTEN:
-            self.summary.unsettled_job_ids.append(run.job.id)
-        if not self.bus.wants_job_events:
-            return
-        self.bus.job_end(
-            JobEndEvent(
-                worker_id=self.worker_id,
-                job=run.job,
-                handler_kind=run.kind,
-                attempt=run.job.attempts + 1,
-                outcome=settled.outcome,
-                duration=time.monotonic() - run.started_at if run.started_at else 0.0,
-                error=error,
-                error_text=settled.error_text,
-                reason=settled.reason,
-            )
-        )
 
     def _write_deadline(self) -> float | None:
         """While shutting down, writes give up in time for the process to stop within its bound."""

@@ -1,4 +1,4 @@
-"""Store writes that ride out a store outage (used by settling and by the completion batcher)."""
+"""Store writes that ride out a store outage (outcome writes, the completion batcher, handler-start marks)."""
 
 from __future__ import annotations
 

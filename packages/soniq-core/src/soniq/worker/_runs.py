@@ -1,4 +1,4 @@
-"""One claimed row as the worker tracks it, from claim to the last write.
+"""One claimed row as the worker tracks it, from claim to the last write (internal).
 
 The force path and the run's own task meet only through `JobRun`'s methods:
 `abandon` (cancel the handler, promise a nack), `unwound` (the run's task
@@ -10,29 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.records import JobRecord
 from soniq.registry import JobDefinition
-
-
-class RunPhase(enum.Enum):
-    BUFFERED = "buffered"
-    """Claimed ahead of a free slot (prefetch); no user code has run."""
-    CLAIMED = "claimed"
-    """Has a slot; the handler has not been called yet."""
-    WAITING_PERMIT = "waiting_permit"
-    """A sync job waiting for a thread-pool permit: still async-cancellable."""
-    RUNNING_ASYNC = "running_async"
-    RUNNING_SYNC = "running_sync"
-    """A thread runs the handler; it cannot be cancelled."""
-    SETTLING = "settling"
-    """The outcome is being written; never interrupted."""
-    FINISHED = "finished"
-
+from soniq.worker.state import RunPhase
 
 CANCELLABLE_PHASES = frozenset({RunPhase.CLAIMED, RunPhase.WAITING_PERMIT, RunPhase.RUNNING_ASYNC})
 
@@ -98,4 +82,3 @@ class Outcome:
     error: BaseException | None = None
     timed_out: bool = False
     snooze_seconds: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)

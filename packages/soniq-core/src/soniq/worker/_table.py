@@ -1,4 +1,4 @@
-"""The run table: the one owner of the worker's slots and prefetch buffer.
+"""The run table: the one owner of the worker's slots and prefetch buffer (internal).
 
 The claim loop fills it, each run's task empties it, and the shutdown
 sequence reads and drains it; none of them keeps its own count.
@@ -10,7 +10,8 @@ import asyncio
 from collections import deque
 
 from soniq.outcomes import HandlerKind
-from soniq.worker.runs import JobRun, RunPhase
+from soniq.worker._runs import JobRun
+from soniq.worker.state import RunPhase
 
 
 class RunTable:
@@ -23,7 +24,7 @@ class RunTable:
         """Runs holding a slot: started and not yet returned from their handler."""
         self._buffer: deque[JobRun] = deque()
         self.changed = asyncio.Event()
-        """Set whenever a slot frees or a run ends (waiters clear it before looking)."""
+        """Set whenever a slot frees, a run ends or `stop()` is called (waiters clear it before looking)."""
 
     # -- reading -------------------------------------------------------------
 
