@@ -5,11 +5,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import pytest
+
 from soniq.backend import Backend
+from soniq.errors import SoniqError
+from soniq.params import (
+    EnqueueJobsParams,
+    HeartbeatParams,
+    PrepareWorkerParams,
+    RegisterWorkerParams,
+    SetWorkerStatusParams,
+    WaitForJobsParams,
+)
 from soniq.records import WorkerStatus
 from soniq_contract_tests.harness import (
     ContractHarness,
     assert_between,
+    enqueue_and_claim,
     new_job,
     register,
     utc_now,
@@ -25,7 +37,7 @@ class WorkerContract:
         async with contract.backend() as backend:
             info = worker_info("w-reg", queues=("emails", "reports"))
             before = utc_now()
-            await backend.register_worker(worker=info)
+            await backend.register_worker(RegisterWorkerParams(worker=info))
             after = utc_now()
             (row,) = await backend.list_workers()
             assert (row.id, row.hostname, row.pid, row.concurrency) == (
@@ -41,15 +53,15 @@ class WorkerContract:
 
     async def test_register_worker_serving_every_queue_stores_none(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
-            await backend.register_worker(worker=worker_info("w-all", queues=None))
+            await backend.register_worker(RegisterWorkerParams(worker=worker_info("w-all", queues=None)))
             (row,) = await backend.list_workers()
             assert row.queues is None
 
     async def test_registering_again_replaces_the_row(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             await register(backend, "w1")
-            assert await backend.heartbeat(worker_id="w1", status=WorkerStatus.STOPPED)
-            await backend.register_worker(worker=worker_info("w1", queues=("only",)))
+            assert await backend.set_worker_status(SetWorkerStatusParams(worker_id="w1", status=WorkerStatus.STOPPED))
+            await backend.register_worker(RegisterWorkerParams(worker=worker_info("w1", queues=("only",))))
             (row,) = await backend.list_workers()
             assert row.status is WorkerStatus.ACTIVE
             assert tuple(row.queues or ()) == ("only",)
@@ -59,19 +71,22 @@ class WorkerContract:
             await register(backend, "w1")
             (first,) = await backend.list_workers()
             before = utc_now()
-            assert await backend.heartbeat(worker_id="w1", status=WorkerStatus.STOPPING) is True
+            assert (
+                await backend.set_worker_status(SetWorkerStatusParams(worker_id="w1", status=WorkerStatus.STOPPING))
+                is True
+            )
             after = utc_now()
             (beat,) = await backend.list_workers()
             assert beat.status is WorkerStatus.STOPPING
             assert beat.last_heartbeat >= first.last_heartbeat
             assert_between(beat.last_heartbeat, before, after, contract.slack(backend), "last_heartbeat")
-            assert await backend.heartbeat(worker_id="w1") is True
+            assert await backend.heartbeat(HeartbeatParams(worker_id="w1")) is True
             (again,) = await backend.list_workers()
             assert again.status is WorkerStatus.STOPPING
 
     async def test_heartbeat_of_an_unknown_worker_returns_false(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
-            assert await backend.heartbeat(worker_id="nobody") is False
+            assert await backend.heartbeat(HeartbeatParams(worker_id="nobody")) is False
             assert await backend.list_workers() == []
 
     async def test_list_workers_lists_every_worker(self, contract: ContractHarness) -> None:
@@ -85,7 +100,9 @@ class WaitForJobsContract:
     async def test_wait_for_jobs_returns_by_its_timeout(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             try:
-                await asyncio.wait_for(backend.wait_for_jobs(queues=None, timeout=0.2), WAKE_DEADLINE_SECONDS)
+                await asyncio.wait_for(
+                    backend.wait_for_jobs(WaitForJobsParams(queues=None, timeout=0.2)), WAKE_DEADLINE_SECONDS
+                )
             except TimeoutError:
                 raise AssertionError(
                     f"wait_for_jobs(timeout=0.2) was still waiting after {WAKE_DEADLINE_SECONDS:g}s"
@@ -101,12 +118,12 @@ class WaitForJobsContract:
                 producer: Backend = backend
                 if backend.capabilities.shared_across_processes:
                     producer = await stack.enter_async_context(contract.peer(backend))
-                waiter = asyncio.create_task(backend.wait_for_jobs(queues=["wake"], timeout=timeout))
+                waiter = asyncio.create_task(backend.wait_for_jobs(WaitForJobsParams(queues=["wake"], timeout=timeout)))
 
                 async def woken() -> bool:
                     if not waiter.done():
                         # Enqueue again and again: the waiter may not be listening yet.
-                        await producer.enqueue_jobs(jobs=[new_job(queue="wake")])
+                        await producer.enqueue_jobs(EnqueueJobsParams(jobs=[new_job(queue="wake")]))
                     return waiter.done()
 
                 try:
@@ -121,3 +138,38 @@ class WaitForJobsContract:
                     waiter.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await waiter
+
+
+SANE_WORKERS = (PrepareWorkerParams(concurrency=1, prefetch=0), PrepareWorkerParams(concurrency=2, prefetch=2))
+"""Shapes every backend built with its defaults must serve."""
+
+
+class PrepareWorkerContract:
+    @pytest.fixture
+    def soniq_unservable_worker(self) -> PrepareWorkerParams | None:
+        """A `concurrency`/`prefetch` that the factory's backend declares it cannot serve; None when it has no limit."""
+        return None
+
+    async def test_prepare_worker_accepts_a_sane_concurrency_and_prefetch(self, contract: ContractHarness) -> None:
+        async with contract.backend() as backend:
+            for params in SANE_WORKERS:
+                await backend.prepare_worker(params)
+            # Still a working store afterwards.
+            await register(backend, "prepared-worker")
+            row = await enqueue_and_claim(backend, worker_id="prepared-worker")
+            assert row.worker_id == "prepared-worker"
+
+    async def test_prepare_worker_refuses_what_it_cannot_serve_with_a_soniq_error(
+        self, contract: ContractHarness, soniq_unservable_worker: PrepareWorkerParams | None
+    ) -> None:
+        if soniq_unservable_worker is None:
+            pytest.skip(
+                "the backend declares no worker limit: override the fixture soniq_unservable_worker with a "
+                "PrepareWorkerParams it cannot serve to check that prepare_worker refuses it"
+            )
+        async with contract.backend() as backend:
+            with pytest.raises(SoniqError) as refused:
+                await backend.prepare_worker(soniq_unservable_worker)
+            assert str(refused.value).strip(), "the SoniqError must say how to fix the setting"
+            # Refusing leaves the store usable.
+            assert await backend.list_workers() == []

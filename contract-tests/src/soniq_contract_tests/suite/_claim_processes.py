@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from soniq.params import ClaimJobsParams
 from soniq_contract_tests.harness import BackendFactory
 
 CHILD_DEADLINE_SECONDS = 60.0
@@ -48,7 +49,9 @@ async def _claim_all(
         await asyncio.to_thread(start.wait, CHILD_DEADLINE_SECONDS)
         claimed: list[str] = []
         while True:
-            rows = await backend.claim_jobs(worker_id=worker_id, queues=[queue], limit=2, mark_started=False)
+            rows = await backend.claim_jobs(
+                ClaimJobsParams(worker_id=worker_id, queues=[queue], limit=2, mark_started=False)
+            )
             if not rows:
                 return claimed
             claimed.extend(row.id for row in rows)

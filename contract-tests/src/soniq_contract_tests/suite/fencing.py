@@ -8,12 +8,24 @@ from datetime import timedelta
 import pytest
 
 from soniq.backend import Backend
+from soniq.params import (
+    ClaimJobsParams,
+    DeadLetterJobParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    NackJobParams,
+    QueueStatsParams,
+    RetryJobParams,
+    SnoozeJobParams,
+)
 from soniq.records import JobStatus
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
     ContractHarness,
+    complete_one,
     enqueue,
     enqueue_and_claim,
+    mark_started_one,
     must_get,
     register,
     sweep_until_stale,
@@ -24,28 +36,34 @@ FencedWrite = Callable[[Backend, str, str], Awaitable[bool]]
 
 
 async def _complete(backend: Backend, job_id: str, worker_id: str) -> bool:
-    return await backend.complete_job(job_id=job_id, worker_id=worker_id, result={"by": worker_id})
+    return await complete_one(backend, job_id=job_id, worker_id=worker_id, result={"by": worker_id})
 
 
 async def _retry(backend: Backend, job_id: str, worker_id: str) -> bool:
     later = utc_now() + timedelta(minutes=5)
-    return await backend.retry_job(job_id=job_id, worker_id=worker_id, error=f"by {worker_id}", scheduled_at=later)
+    return await backend.retry_job(
+        RetryJobParams(job_id=job_id, worker_id=worker_id, error=f"by {worker_id}", scheduled_at=later)
+    )
 
 
 async def _snooze(backend: Backend, job_id: str, worker_id: str) -> bool:
-    return await backend.snooze_job(job_id=job_id, worker_id=worker_id, scheduled_at=utc_now() + timedelta(hours=1))
+    return await backend.snooze_job(
+        SnoozeJobParams(job_id=job_id, worker_id=worker_id, scheduled_at=utc_now() + timedelta(hours=1))
+    )
 
 
 async def _dead_letter(backend: Backend, job_id: str, worker_id: str) -> bool:
-    return await backend.dead_letter_job(job_id=job_id, worker_id=worker_id, error="by intruder", reason="max_attempts")
+    return await backend.dead_letter_job(
+        DeadLetterJobParams(job_id=job_id, worker_id=worker_id, error="by intruder", reason="max_attempts")
+    )
 
 
 async def _nack(backend: Backend, job_id: str, worker_id: str) -> bool:
-    return await backend.nack_job(job_id=job_id, worker_id=worker_id)
+    return await backend.nack_job(NackJobParams(job_id=job_id, worker_id=worker_id))
 
 
 async def _mark_started(backend: Backend, job_id: str, worker_id: str) -> bool:
-    return await backend.mark_started(job_id=job_id, worker_id=worker_id)
+    return await mark_started_one(backend, job_id=job_id, worker_id=worker_id)
 
 
 FENCED_WRITES: dict[str, FencedWrite] = {
@@ -60,8 +78,12 @@ fenced_write = pytest.mark.parametrize("write_name", sorted(FENCED_WRITES))
 
 
 async def _assert_untouched(backend: Backend, before_id: str, expected: object, write_name: str) -> None:
-    assert await backend.get_job(job_id=before_id) == expected, f"{write_name} changed a row it did not own"
-    assert await backend.get_dead_letter(job_id=before_id) is None, f"{write_name} dead-lettered a row it did not own"
+    assert await backend.get_job(GetJobParams(job_id=before_id)) == expected, (
+        f"{write_name} changed a row it did not own"
+    )
+    assert await backend.get_dead_letter(GetDeadLetterParams(job_id=before_id)) is None, (
+        f"{write_name} dead-lettered a row it did not own"
+    )
 
 
 class FencingContract:
@@ -79,7 +101,7 @@ class FencingContract:
         async with contract.backend() as backend:
             queued = await enqueue(backend)
             finished = await enqueue_and_claim(backend, worker_id="owner")
-            assert await backend.complete_job(job_id=finished.id, worker_id="owner", result=1)
+            assert await complete_one(backend, job_id=finished.id, worker_id="owner", result=1)
             done = await must_get(backend, finished.id)
             for row in (queued, done):
                 # The finished row's last owner is "owner": a stale id must not revive it either.
@@ -92,8 +114,8 @@ class FencingContract:
     ) -> None:
         async with contract.backend() as backend:
             assert await FENCED_WRITES[write_name](backend, MISSING_JOB_ID, "owner") is False
-            assert await backend.get_job(job_id=MISSING_JOB_ID) is None
-            assert (await backend.queue_stats()).total == 0
+            assert await backend.get_job(GetJobParams(job_id=MISSING_JOB_ID)) is None
+            assert (await backend.queue_stats(QueueStatsParams())).total == 0
 
     async def test_worker_whose_row_was_recovered_and_reclaimed_cannot_overwrite_it(
         self, contract: ContractHarness
@@ -103,7 +125,7 @@ class FencingContract:
             claimed = await enqueue_and_claim(backend, worker_id=lost, mark_started=True, max_attempts=5)
             await sweep_until_stale(contract, backend, stale_worker=lost)
             reclaimed = await backend.claim_jobs(
-                worker_id="new-owner", queues=[claimed.queue], limit=1, mark_started=True
+                ClaimJobsParams(worker_id="new-owner", queues=[claimed.queue], limit=1, mark_started=True)
             )
             assert [row.id for row in reclaimed] == [claimed.id]
             current = await must_get(backend, claimed.id)
@@ -111,5 +133,5 @@ class FencingContract:
                 assert await write(backend, claimed.id, lost) is False, f"{write_name} by the lost worker succeeded"
                 await _assert_untouched(backend, claimed.id, current, write_name)
             assert current.status is JobStatus.PROCESSING
-            assert await backend.complete_job(job_id=claimed.id, worker_id="new-owner", result="mine") is True
+            assert await complete_one(backend, job_id=claimed.id, worker_id="new-owner", result="mine") is True
             assert (await must_get(backend, claimed.id)).result == "mine"

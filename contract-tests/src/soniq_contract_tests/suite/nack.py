@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from soniq.params import CancelJobParams, ClaimJobsParams, GetJobParams, NackJobParams
 from soniq.records import JobStatus
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
     ContractHarness,
     assert_between,
+    complete_one,
     enqueue,
     enqueue_and_claim,
     enqueue_with_history,
@@ -26,7 +28,7 @@ class NackContract:
             long_ago = utc_now() - timedelta(hours=1)
             row = await enqueue_and_claim(backend, worker_id="w1", mark_started=True, scheduled_at=long_ago)
             before = utc_now()
-            assert await backend.nack_job(job_id=row.id, worker_id="w1") is True
+            assert await backend.nack_job(NackJobParams(job_id=row.id, worker_id="w1")) is True
             after = utc_now()
             nacked = await must_get(backend, row.id)
             assert nacked.status is JobStatus.QUEUED
@@ -39,16 +41,20 @@ class NackContract:
         async with contract.backend() as backend:
             failed_once = await enqueue_with_history(backend)
             assert failed_once.attempts == 1
-            await backend.claim_jobs(worker_id="w1", queues=[failed_once.queue], limit=1, mark_started=True)
-            assert await backend.nack_job(job_id=failed_once.id, worker_id="w1") is True
+            await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w1", queues=[failed_once.queue], limit=1, mark_started=True)
+            )
+            assert await backend.nack_job(NackJobParams(job_id=failed_once.id, worker_id="w1")) is True
             nacked = await must_get(backend, failed_once.id)
             assert nacked.attempts == 1
 
     async def test_nack_preserves_last_error(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             failed_once = await enqueue_with_history(backend, error="ValueError: the first run failed")
-            await backend.claim_jobs(worker_id="w1", queues=[failed_once.queue], limit=1, mark_started=True)
-            assert await backend.nack_job(job_id=failed_once.id, worker_id="w1") is True
+            await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w1", queues=[failed_once.queue], limit=1, mark_started=True)
+            )
+            assert await backend.nack_job(NackJobParams(job_id=failed_once.id, worker_id="w1")) is True
             nacked = await must_get(backend, failed_once.id)
             assert nacked.last_error == "ValueError: the first run failed"
 
@@ -57,7 +63,7 @@ class NackContract:
             claimed = await enqueue_and_claim(
                 backend, worker_id="w1", args={"order": 7, "note": "keep"}, priority=3, max_attempts=9
             )
-            assert await backend.nack_job(job_id=claimed.id, worker_id="w1") is True
+            assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="w1")) is True
             nacked = await must_get(backend, claimed.id)
             assert fields_except(nacked, *NACK_FIELDS) == fields_except(claimed, *NACK_FIELDS)
 
@@ -65,35 +71,37 @@ class NackContract:
         async with contract.backend() as backend:
             queued = await enqueue(backend)
             done = await enqueue_and_claim(backend, worker_id="w1")
-            assert await backend.complete_job(job_id=done.id, worker_id="w1", result=None)
+            assert await complete_one(backend, job_id=done.id, worker_id="w1", result=None)
             cancelled = await enqueue(backend)
-            assert await backend.cancel_job(job_id=cancelled.id)
+            assert await backend.cancel_job(CancelJobParams(job_id=cancelled.id))
             for row_id in (queued.id, done.id, cancelled.id):
                 before = await must_get(backend, row_id)
-                assert await backend.nack_job(job_id=row_id, worker_id="w1") is False
+                assert await backend.nack_job(NackJobParams(job_id=row_id, worker_id="w1")) is False
                 assert await must_get(backend, row_id) == before
-            assert await backend.nack_job(job_id=MISSING_JOB_ID, worker_id="w1") is False
-            assert await backend.get_job(job_id=MISSING_JOB_ID) is None
+            assert await backend.nack_job(NackJobParams(job_id=MISSING_JOB_ID, worker_id="w1")) is False
+            assert await backend.get_job(GetJobParams(job_id=MISSING_JOB_ID)) is None
 
     async def test_nack_by_a_different_worker_is_noop(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             claimed = await enqueue_and_claim(backend, worker_id="owner", mark_started=True)
-            assert await backend.nack_job(job_id=claimed.id, worker_id="intruder") is False
+            assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="intruder")) is False
             assert await must_get(backend, claimed.id) == claimed
 
     async def test_nack_is_idempotent(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             claimed = await enqueue_and_claim(backend, worker_id="w1")
-            assert await backend.nack_job(job_id=claimed.id, worker_id="w1") is True
+            assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="w1")) is True
             first = await must_get(backend, claimed.id)
-            assert await backend.nack_job(job_id=claimed.id, worker_id="w1") is False
+            assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="w1")) is False
             assert await must_get(backend, claimed.id) == first
 
     async def test_nacked_row_is_claimable_again_at_once(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             claimed = await enqueue_and_claim(backend, worker_id="w1", scheduled_at=utc_now() - timedelta(hours=2))
-            assert await backend.nack_job(job_id=claimed.id, worker_id="w1") is True
-            again = await backend.claim_jobs(worker_id="w2", queues=[claimed.queue], limit=5, mark_started=False)
+            assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="w1")) is True
+            again = await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w2", queues=[claimed.queue], limit=5, mark_started=False)
+            )
             assert [row.id for row in again] == [claimed.id]
             assert again[0].worker_id == "w2"
             assert again[0].attempts == claimed.attempts

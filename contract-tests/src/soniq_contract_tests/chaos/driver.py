@@ -10,7 +10,7 @@ replacement), and, when the config gives a `kill_connections` hook, the
 server-side termination of every connection of the namespace. Meanwhile it
 samples queue stats and looks for rows stuck in `processing`. When the window
 closes it waits for the queue to settle, stops every worker with SIGTERM and
-hands everything to `soniq_contract_tests.chaos_verdict.judge`.
+hands everything to `soniq_contract_tests.chaos.verdict.judge`.
 
 Sizes come from ``SONIQ_CHAOS_JOBS`` and ``SONIQ_CHAOS_SECONDS`` when set.
 """
@@ -32,9 +32,9 @@ from typing import Any
 
 from soniq import Soniq
 from soniq.errors import BackendUnavailableError
-from soniq_contract_tests.chaos_jobs import build_app
-from soniq_contract_tests.chaos_report import ChaosConfig, ChaosReport, save_figures, sweep_recoveries
-from soniq_contract_tests.chaos_verdict import Fault, PlannedJob, judge, read_runs
+from soniq_contract_tests.chaos.jobs import build_app
+from soniq_contract_tests.chaos.report import ChaosConfig, ChaosReport, save_figures, sweep_recoveries
+from soniq_contract_tests.chaos.verdict import Fault, PlannedJob, judge, read_runs
 
 __all__ = ["ChaosConfig", "ChaosReport", "ChaosRun", "run_chaos"]
 
@@ -143,7 +143,7 @@ class ChaosRun:
         log_path = self.config.directory / f"worker-{len(self.workers)}.log"
         with open(log_path, "wb") as handle:
             popen = subprocess.Popen(
-                [sys.executable, "-m", "soniq", "worker", "--jobs-modules", "soniq_contract_tests.chaos_jobs"],
+                [sys.executable, "-m", "soniq", "worker", "--jobs-modules", "soniq_contract_tests.chaos.jobs"],
                 env=env,
                 stdout=handle,
                 stderr=subprocess.STDOUT,

@@ -1,13 +1,13 @@
 """The jobs that chaos runs execute inside real ``soniq worker`` processes.
 
-Imported by the child as ``--jobs-modules soniq_contract_tests.chaos_jobs``;
+Imported by the child as ``--jobs-modules soniq_contract_tests.chaos.jobs``;
 the child builds its app from ``SONIQ_CHAOS_URL`` and ``SONIQ_CHAOS_NAMESPACE``
 (every other setting comes from the usual ``SONIQ_*`` variables). Each run
 appends ``S <key> <pid> <time>`` when the handler starts and
 ``E <key> <pid> <time> ok|fail`` just before it returns or raises, fsync'd,
 to the file named by ``SONIQ_CHAOS_RUNLOG``. A start with no end from the
 same process is a run that was interrupted (killed, or cancelled by the
-shutdown force path); the verdict in `soniq_contract_tests.chaos` reads that
+shutdown force path); the verdict in `soniq_contract_tests.chaos.driver` reads that
 log to count runs per job and to explain every extra one.
 
 A job's fate is in its arguments, so the verdict knows what each handler

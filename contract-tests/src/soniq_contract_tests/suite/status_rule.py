@@ -13,10 +13,20 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from soniq.params import (
+    CancelJobParams,
+    ClaimJobsParams,
+    ListJobsParams,
+    NackJobParams,
+    RetryJobParams,
+    SetWorkerStatusParams,
+    SnoozeJobParams,
+)
 from soniq.records import JobStatus, WorkerStatus
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
     ContractHarness,
+    complete_one,
     enqueue,
     enqueue_and_claim,
     must_get,
@@ -31,16 +41,20 @@ class StatusRuleContract:
             await enqueue(backend)
             await enqueue_and_claim(backend, worker_id="w1")
             done = await enqueue_and_claim(backend, worker_id="w1")
-            await backend.complete_job(job_id=done.id, worker_id="w1", result=None)
+            await complete_one(backend, job_id=done.id, worker_id="w1", result=None)
             cancelled = await enqueue(backend)
-            await backend.cancel_job(job_id=cancelled.id)
+            await backend.cancel_job(CancelJobParams(job_id=cancelled.id))
             nacked = await enqueue_and_claim(backend, worker_id="w1")
-            await backend.nack_job(job_id=nacked.id, worker_id="w1")
+            await backend.nack_job(NackJobParams(job_id=nacked.id, worker_id="w1"))
             retried = await enqueue_and_claim(backend, worker_id="w1")
-            await backend.retry_job(job_id=retried.id, worker_id="w1", error="x", scheduled_at=utc_now())
+            await backend.retry_job(
+                RetryJobParams(job_id=retried.id, worker_id="w1", error="x", scheduled_at=utc_now())
+            )
             snoozed = await enqueue_and_claim(backend, worker_id="w1")
-            await backend.snooze_job(job_id=snoozed.id, worker_id="w1", scheduled_at=utc_now() + timedelta(hours=1))
-            rows = await backend.list_jobs(limit=100)
+            await backend.snooze_job(
+                SnoozeJobParams(job_id=snoozed.id, worker_id="w1", scheduled_at=utc_now() + timedelta(hours=1))
+            )
+            rows = await backend.list_jobs(ListJobsParams(limit=100))
             assert len(rows) == 7
             for row in rows:
                 assert type(row.status) is JobStatus, f"{row.id} has status {row.status!r}, not a JobStatus"
@@ -52,9 +66,9 @@ class StatusRuleContract:
             queued = await enqueue(backend)
             processing = await enqueue_and_claim(backend, worker_id="w1")
             done = await enqueue_and_claim(backend, worker_id="w1")
-            await backend.complete_job(job_id=done.id, worker_id="w1", result=None)
+            await complete_one(backend, job_id=done.id, worker_id="w1", result=None)
             cancelled = await enqueue(backend)
-            await backend.cancel_job(job_id=cancelled.id)
+            await backend.cancel_job(CancelJobParams(job_id=cancelled.id))
             expected = {
                 JobStatus.QUEUED: [queued.id],
                 JobStatus.PROCESSING: [processing.id],
@@ -62,34 +76,37 @@ class StatusRuleContract:
                 JobStatus.CANCELLED: [cancelled.id],
             }
             for status, ids in expected.items():
-                assert [row.id for row in await backend.list_jobs(status=status)] == ids, status
+                assert [row.id for row in await backend.list_jobs(ListJobsParams(status=status))] == ids, status
 
     async def test_cancel_moves_only_queued_rows(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             queued = await enqueue(backend)
-            assert await backend.cancel_job(job_id=queued.id) is True
+            assert await backend.cancel_job(CancelJobParams(job_id=queued.id)) is True
             assert (await must_get(backend, queued.id)).status is JobStatus.CANCELLED
-            assert await backend.cancel_job(job_id=queued.id) is False
+            assert await backend.cancel_job(CancelJobParams(job_id=queued.id)) is False
             processing = await enqueue_and_claim(backend, worker_id="w1")
             done = await enqueue_and_claim(backend, worker_id="w1")
-            await backend.complete_job(job_id=done.id, worker_id="w1", result=None)
+            await complete_one(backend, job_id=done.id, worker_id="w1", result=None)
             done = await must_get(backend, done.id)
             for row in (processing, done):
-                assert await backend.cancel_job(job_id=row.id) is False
+                assert await backend.cancel_job(CancelJobParams(job_id=row.id)) is False
                 assert await must_get(backend, row.id) == row
-            assert await backend.cancel_job(job_id=MISSING_JOB_ID) is False
+            assert await backend.cancel_job(CancelJobParams(job_id=MISSING_JOB_ID)) is False
 
     async def test_cancelled_row_is_never_claimed(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             row = await enqueue(backend)
-            assert await backend.cancel_job(job_id=row.id)
-            assert await backend.claim_jobs(worker_id="w1", queues=None, limit=5, mark_started=False) == []
+            assert await backend.cancel_job(CancelJobParams(job_id=row.id))
+            assert (
+                await backend.claim_jobs(ClaimJobsParams(worker_id="w1", queues=None, limit=5, mark_started=False))
+                == []
+            )
 
     async def test_every_worker_row_has_one_of_the_three_statuses(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             await register(backend, "a")
             await register(backend, "b")
-            assert await backend.heartbeat(worker_id="b", status=WorkerStatus.STOPPING)
+            assert await backend.set_worker_status(SetWorkerStatusParams(worker_id="b", status=WorkerStatus.STOPPING))
             for worker in await backend.list_workers():
                 assert type(worker.status) is WorkerStatus
             assert {w.id: w.status for w in await backend.list_workers()} == {

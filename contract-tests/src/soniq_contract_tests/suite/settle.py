@@ -7,11 +7,13 @@ from datetime import timedelta
 from typing import Any
 
 from soniq.backend import Backend
+from soniq.params import ClaimJobsParams, CompleteJobsParams, GetJobParams, JobResult, RetryJobParams, SnoozeJobParams
 from soniq.records import JobStatus
 from soniq_contract_tests.harness import (
     ContractHarness,
     assert_between,
     assert_same_time,
+    complete_one,
     enqueue,
     enqueue_and_claim,
     enqueue_with_history,
@@ -21,14 +23,9 @@ from soniq_contract_tests.harness import (
 
 
 async def _complete_many(backend: Backend, worker_id: str, results: list[tuple[str, Any]]) -> set[str]:
-    """`complete_jobs` when the backend batches; otherwise what core does instead, one fenced write each."""
-    if backend.capabilities.batch_complete:
-        return await backend.complete_jobs(worker_id=worker_id, results=results)
-    return {
-        job_id
-        for job_id, result in results
-        if await backend.complete_job(job_id=job_id, worker_id=worker_id, result=result)
-    }
+    return await backend.complete_jobs(
+        CompleteJobsParams(worker_id=worker_id, results=[JobResult(job_id=job_id, result=r) for job_id, r in results])
+    )
 
 
 class SettleContract:
@@ -52,7 +49,7 @@ class SettleContract:
                 assert (done.status, done.result, done.worker_id) == (JobStatus.DONE, expected, None)
             assert await must_get(backend, theirs.id) == theirs
             assert await must_get(backend, queued.id) == queued
-            assert await backend.get_job(job_id=missing) is None
+            assert await backend.get_job(GetJobParams(job_id=missing)) is None
             assert await _complete_many(backend, "w1", [(mine[0].id, "again")]) == set()
             assert (await must_get(backend, mine[0].id)).result == {"n": 0}
 
@@ -60,7 +57,7 @@ class SettleContract:
         async with contract.backend() as backend:
             claimed = await enqueue_and_claim(backend, worker_id="w1", mark_started=True)
             before = utc_now()
-            assert await backend.complete_job(job_id=claimed.id, worker_id="w1", result={"sent": 3}) is True
+            assert await complete_one(backend, job_id=claimed.id, worker_id="w1", result={"sent": 3}) is True
             after = utc_now()
             done = await must_get(backend, claimed.id)
             assert done.status is JobStatus.DONE
@@ -68,13 +65,15 @@ class SettleContract:
             assert done.worker_id is None
             assert done.attempts == 0
             assert_between(done.updated_at, before, after, contract.slack(backend), "updated_at")
-            assert await backend.complete_job(job_id=claimed.id, worker_id="w1", result="again") is False
+            assert await complete_one(backend, job_id=claimed.id, worker_id="w1", result="again") is False
 
     async def test_retry_counts_an_attempt_and_requeues_at_the_given_time(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             claimed = await enqueue_and_claim(backend, worker_id="w1", mark_started=True)
             later = utc_now() + timedelta(hours=1)
-            assert await backend.retry_job(job_id=claimed.id, worker_id="w1", error="E: boom", scheduled_at=later)
+            assert await backend.retry_job(
+                RetryJobParams(job_id=claimed.id, worker_id="w1", error="E: boom", scheduled_at=later)
+            )
             retried = await must_get(backend, claimed.id)
             assert retried.status is JobStatus.QUEUED
             assert (retried.attempts, retried.last_error, retried.worker_id, retried.started_at) == (
@@ -84,14 +83,24 @@ class SettleContract:
                 None,
             )
             assert_same_time(retried.scheduled_at, later, backend.capabilities.timestamp_precision, "scheduled_at")
-            assert await backend.claim_jobs(worker_id="w2", queues=[claimed.queue], limit=1, mark_started=False) == []
+            assert (
+                await backend.claim_jobs(
+                    ClaimJobsParams(worker_id="w2", queues=[claimed.queue], limit=1, mark_started=False)
+                )
+                == []
+            )
 
     async def test_snooze_requeues_without_spending_an_attempt(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             failed_once = await enqueue_with_history(backend, error="first failure")
-            await backend.claim_jobs(worker_id="w1", queues=[failed_once.queue], limit=1, mark_started=True)
+            await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w1", queues=[failed_once.queue], limit=1, mark_started=True)
+            )
             later = utc_now() + timedelta(minutes=30)
-            assert await backend.snooze_job(job_id=failed_once.id, worker_id="w1", scheduled_at=later) is True
+            assert (
+                await backend.snooze_job(SnoozeJobParams(job_id=failed_once.id, worker_id="w1", scheduled_at=later))
+                is True
+            )
             snoozed = await must_get(backend, failed_once.id)
             assert snoozed.status is JobStatus.QUEUED
             assert (snoozed.attempts, snoozed.last_error, snoozed.worker_id) == (1, "first failure", None)
@@ -100,7 +109,7 @@ class SettleContract:
     async def test_settling_writes_leave_identity_fields_alone(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             claimed = await enqueue_and_claim(backend, worker_id="w1", args={"a": 1}, priority=9, max_attempts=4)
-            assert await backend.complete_job(job_id=claimed.id, worker_id="w1", result=None)
+            assert await complete_one(backend, job_id=claimed.id, worker_id="w1", result=None)
             done = await must_get(backend, claimed.id)
             kept = (
                 "id",

@@ -7,6 +7,16 @@ from datetime import timedelta
 from typing import Any
 
 from soniq.backend import Backend
+from soniq.params import (
+    ClaimJobsParams,
+    DeadLetterJobParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    ListDeadLetterParams,
+    PurgeDeadLetterParams,
+    QueueStatsParams,
+    ReplayDeadLetterParams,
+)
 from soniq.records import JobRecord, JobStatus
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
@@ -22,7 +32,9 @@ from soniq_contract_tests.harness import (
 
 async def _dead_lettered(backend: Backend, **fields: Any) -> JobRecord:
     row = await enqueue_and_claim(backend, worker_id="w1", mark_started=True, **fields)
-    assert await backend.dead_letter_job(job_id=row.id, worker_id="w1", error="gave up", reason="max_attempts")
+    assert await backend.dead_letter_job(
+        DeadLetterJobParams(job_id=row.id, worker_id="w1", error="gave up", reason="max_attempts")
+    )
     return row
 
 
@@ -32,15 +44,15 @@ class DeadLetterContract:
             failed_once = await enqueue_with_history(
                 backend, args={"to": "ops@example.com"}, priority=7, max_attempts=2, queue="mail"
             )
-            await backend.claim_jobs(worker_id="w1", queues=["mail"], limit=1, mark_started=True)
+            await backend.claim_jobs(ClaimJobsParams(worker_id="w1", queues=["mail"], limit=1, mark_started=True))
             before = utc_now()
             moved = await backend.dead_letter_job(
-                job_id=failed_once.id, worker_id="w1", error="SMTP said no", reason="max_attempts"
+                DeadLetterJobParams(job_id=failed_once.id, worker_id="w1", error="SMTP said no", reason="max_attempts")
             )
             after = utc_now()
             assert moved is True
-            assert await backend.get_job(job_id=failed_once.id) is None
-            dead = await backend.get_dead_letter(job_id=failed_once.id)
+            assert await backend.get_job(GetJobParams(job_id=failed_once.id)) is None
+            dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=failed_once.id))
             assert dead is not None
             assert (dead.job_name, dict(dead.args), dead.queue) == (
                 failed_once.job_name,
@@ -62,7 +74,12 @@ class DeadLetterContract:
             new_id = str(uuid.uuid4())
             when = utc_now() + timedelta(minutes=10)
             before = utc_now()
-            assert await backend.replay_dead_letter(job_id=original.id, new_job_id=new_id, scheduled_at=when) == new_id
+            assert (
+                await backend.replay_dead_letter(
+                    ReplayDeadLetterParams(job_id=original.id, new_job_id=new_id, scheduled_at=when)
+                )
+                == new_id
+            )
             after = utc_now()
             fresh = await must_get(backend, new_id)
             assert fresh.status is JobStatus.QUEUED
@@ -70,8 +87,8 @@ class DeadLetterContract:
             assert (fresh.job_name, dict(fresh.args), fresh.queue) == (original.job_name, {"k": [1, 2]}, "replays")
             assert (fresh.priority, fresh.max_attempts) == (5, 4)
             assert_same_time(fresh.scheduled_at, when, backend.capabilities.timestamp_precision, "scheduled_at")
-            assert await backend.get_job(job_id=original.id) is None
-            dead = await backend.get_dead_letter(job_id=original.id)
+            assert await backend.get_job(GetJobParams(job_id=original.id)) is None
+            dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=original.id))
             assert dead is not None
             assert dead.resurrection_count == 1
             assert_between(dead.last_resurrection_at, before, after, contract.slack(backend), "last_resurrection_at")
@@ -81,13 +98,18 @@ class DeadLetterContract:
             original = await _dead_lettered(backend)
             first, second = str(uuid.uuid4()), str(uuid.uuid4())
             assert (
-                await backend.replay_dead_letter(job_id=original.id, new_job_id=first, scheduled_at=utc_now()) == first
+                await backend.replay_dead_letter(
+                    ReplayDeadLetterParams(job_id=original.id, new_job_id=first, scheduled_at=utc_now())
+                )
+                == first
             )
             assert (
-                await backend.replay_dead_letter(job_id=original.id, new_job_id=second, scheduled_at=utc_now())
+                await backend.replay_dead_letter(
+                    ReplayDeadLetterParams(job_id=original.id, new_job_id=second, scheduled_at=utc_now())
+                )
                 == second
             )
-            dead = await backend.get_dead_letter(job_id=original.id)
+            dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=original.id))
             assert dead is not None
             assert dead.resurrection_count == 2
             assert (await must_get(backend, first)).status is JobStatus.QUEUED
@@ -97,22 +119,24 @@ class DeadLetterContract:
         async with contract.backend() as backend:
             new_id = str(uuid.uuid4())
             assert (
-                await backend.replay_dead_letter(job_id=MISSING_JOB_ID, new_job_id=new_id, scheduled_at=utc_now())
+                await backend.replay_dead_letter(
+                    ReplayDeadLetterParams(job_id=MISSING_JOB_ID, new_job_id=new_id, scheduled_at=utc_now())
+                )
                 is None
             )
-            assert await backend.get_job(job_id=new_id) is None
-            assert (await backend.queue_stats()).total == 0
+            assert await backend.get_job(GetJobParams(job_id=new_id)) is None
+            assert (await backend.queue_stats(QueueStatsParams())).total == 0
 
     async def test_purge_deletes_the_dead_letter_row(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             original = await _dead_lettered(backend)
-            assert await backend.purge_dead_letter(job_id=original.id) is True
-            assert await backend.get_dead_letter(job_id=original.id) is None
-            assert await backend.list_dead_letter() == []
-            assert await backend.purge_dead_letter(job_id=original.id) is False
+            assert await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=original.id)) is True
+            assert await backend.get_dead_letter(GetDeadLetterParams(job_id=original.id)) is None
+            assert await backend.list_dead_letter(ListDeadLetterParams()) == []
+            assert await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=original.id)) is False
             assert (
                 await backend.replay_dead_letter(
-                    job_id=original.id, new_job_id=str(uuid.uuid4()), scheduled_at=utc_now()
+                    ReplayDeadLetterParams(job_id=original.id, new_job_id=str(uuid.uuid4()), scheduled_at=utc_now())
                 )
                 is None
             )
@@ -120,23 +144,23 @@ class DeadLetterContract:
     async def test_purge_of_a_missing_dead_letter_returns_false(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             kept = await _dead_lettered(backend)
-            assert await backend.purge_dead_letter(job_id=MISSING_JOB_ID) is False
-            assert [row.id for row in await backend.list_dead_letter()] == [kept.id]
+            assert await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=MISSING_JOB_ID)) is False
+            assert [row.id for row in await backend.list_dead_letter(ListDeadLetterParams())] == [kept.id]
 
     async def test_list_dead_letter_filters_by_queue_most_recent_first(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             moved = [await _dead_lettered(backend, queue=queue) for queue in ("a", "b", "a", "a")]
-            all_rows = await backend.list_dead_letter()
+            all_rows = await backend.list_dead_letter(ListDeadLetterParams())
             assert sorted(row.id for row in all_rows) == sorted(row.id for row in moved)
             times = [row.moved_to_dead_letter_at for row in all_rows]
             assert times == sorted(times, reverse=True)
-            in_a = await backend.list_dead_letter(queue="a")
+            in_a = await backend.list_dead_letter(ListDeadLetterParams(queue="a"))
             assert sorted(row.id for row in in_a) == sorted(row.id for row in moved if row.queue == "a")
-            page_one = await backend.list_dead_letter(queue="a", limit=2, offset=0)
-            page_two = await backend.list_dead_letter(queue="a", limit=2, offset=2)
+            page_one = await backend.list_dead_letter(ListDeadLetterParams(queue="a", limit=2, offset=0))
+            page_two = await backend.list_dead_letter(ListDeadLetterParams(queue="a", limit=2, offset=2))
             assert (len(page_one), len(page_two)) == (2, 1)
             assert {row.id for row in page_one + page_two} == {row.id for row in in_a}
 
     async def test_get_dead_letter_of_a_missing_id_returns_none(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
-            assert await backend.get_dead_letter(job_id=MISSING_JOB_ID) is None
+            assert await backend.get_dead_letter(GetDeadLetterParams(job_id=MISSING_JOB_ID)) is None

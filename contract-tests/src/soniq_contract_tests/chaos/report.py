@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from soniq_contract_tests.chaos_verdict import Fault, Verdict
+from soniq_contract_tests.chaos.verdict import Fault, Verdict
 
 ConnectionKiller = Callable[[], Awaitable[int]]
 

@@ -6,13 +6,16 @@ import random
 from datetime import timedelta
 
 from soniq.backend import Backend
+from soniq.params import ClaimJobsParams
 from soniq.records import JobRecord
 from soniq_contract_tests.harness import ContractHarness, enqueue, must_get, unique_queue, utc_now, wait_until
 
 
 async def _claim_order(backend: Backend, queue: str) -> list[str]:
     order: list[str] = []
-    while rows := await backend.claim_jobs(worker_id="w1", queues=[queue], limit=1, mark_started=False):
+    while rows := await backend.claim_jobs(
+        ClaimJobsParams(worker_id="w1", queues=[queue], limit=1, mark_started=False)
+    ):
         order.extend(row.id for row in rows)
     return order
 
@@ -25,8 +28,16 @@ class SchedulingContract:
     async def test_future_job_is_not_claimed_before_it_is_due(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             row = await enqueue(backend, scheduled_at=utc_now() + timedelta(hours=1))
-            assert await backend.claim_jobs(worker_id="w1", queues=None, limit=10, mark_started=False) == []
-            assert await backend.claim_jobs(worker_id="w1", queues=[row.queue], limit=10, mark_started=False) == []
+            assert (
+                await backend.claim_jobs(ClaimJobsParams(worker_id="w1", queues=None, limit=10, mark_started=False))
+                == []
+            )
+            assert (
+                await backend.claim_jobs(
+                    ClaimJobsParams(worker_id="w1", queues=[row.queue], limit=10, mark_started=False)
+                )
+                == []
+            )
 
     async def test_future_job_is_claimed_once_it_is_due(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
@@ -35,7 +46,9 @@ class SchedulingContract:
             claimed: list[str] = []
 
             async def claimed_yet() -> bool:
-                rows = await backend.claim_jobs(worker_id="w1", queues=None, limit=10, mark_started=False)
+                rows = await backend.claim_jobs(
+                    ClaimJobsParams(worker_id="w1", queues=None, limit=10, mark_started=False)
+                )
                 claimed.extend(r.id for r in rows)
                 return bool(claimed)
 
