@@ -8,6 +8,7 @@ imports neither soniq nor the tests.
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
@@ -19,12 +20,10 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
+    # Through sys.modules, not this package's attributes: pytester runs restore
+    # sys.modules between sessions and leave stale submodule attributes behind.
     if name in ("BackendContractSuite", "TransactionFactory"):
-        from soniq_contract_tests import suite
-
-        return getattr(suite, name)
+        return getattr(importlib.import_module("soniq_contract_tests.suite"), name)
     if name in ("BackendFactory", "ContractHarness", "UrlBackendFactory"):
-        from soniq_contract_tests import harness
-
-        return getattr(harness, name)
+        return getattr(importlib.import_module("soniq_contract_tests.harness"), name)
     raise AttributeError(f"module 'soniq_contract_tests' has no attribute {name!r}")

@@ -50,9 +50,8 @@ class TransactionalEnqueueContract:
     ) -> AsyncIterator[tuple[Backend, TransactionFactory]]:
         async with contract.backend() as backend:
             if not backend.capabilities.transactional_enqueue:
-                pytest.skip(
-                    f"{type(backend).__name__} has no transactional enqueue (capabilities.transactional_enqueue)"
-                )
+                name = type(backend).__name__
+                pytest.skip(f"{name} has no transactional enqueue (capabilities.transactional_enqueue is False)")
             if soniq_transaction is None:
                 pytest.fail(MISSING_TRANSACTION.format(backend=type(backend).__name__, cls=type(self).__name__))
             yield backend, soniq_transaction

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from soniq.params import Rescue
 
 
 class JobStatus(str, enum.Enum):
@@ -162,6 +165,9 @@ class RecoveryResult:
     dead_lettered: tuple[str, ...] = ()
     skipped: bool = False
     """True when another process held the sweep lock and this call did nothing."""
+    rescues: tuple[Rescue, ...] = field(default=(), compare=False)
+    """Core's decision for each row actually written (release, requeue or dead letter,
+    with its reason); left out of equality so results compare by what moved."""
 
 
 @dataclass(frozen=True, slots=True)

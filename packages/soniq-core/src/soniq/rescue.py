@@ -7,6 +7,7 @@ backend words, counts and routes a lost row the same way.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from soniq.params import FindStaleJobsParams, Rescue, RescueAction, RescueJobsParams
@@ -29,28 +30,22 @@ def decide_rescue(row: JobRecord, *, policy: StaleJobPolicy, heartbeat_timeout: 
     lost run as an attempt; under `dead_letter` policy it goes to review as a
     `zombie`, under `requeue` it runs again unless that spent its budget.
     """
-    fence = {"job_id": row.id, "expected_worker_id": row.worker_id or "", "expected_updated_at": row.updated_at}
+    fenced = functools.partial(
+        Rescue, job_id=row.id, expected_worker_id=row.worker_id or "", expected_updated_at=row.updated_at
+    )
     if row.started_at is None:
-        return Rescue(**fence, action=RescueAction.RELEASE, attempts=row.attempts)
+        return fenced(action=RescueAction.RELEASE, attempts=row.attempts)
     attempts = row.attempts + 1
     error = lost_worker_error(row.worker_id, heartbeat_timeout)
     if policy is StaleJobPolicy.DEAD_LETTER:
-        return Rescue(
-            **fence,
-            action=RescueAction.DEAD_LETTER,
-            attempts=attempts,
-            error=error,
-            reason=DeadLetterReason.ZOMBIE.value,
+        return fenced(
+            action=RescueAction.DEAD_LETTER, attempts=attempts, error=error, reason=DeadLetterReason.ZOMBIE.value
         )
     if attempts >= row.max_attempts:
-        return Rescue(
-            **fence,
-            action=RescueAction.DEAD_LETTER,
-            attempts=attempts,
-            error=error,
-            reason=DeadLetterReason.WORKER_LOST.value,
+        return fenced(
+            action=RescueAction.DEAD_LETTER, attempts=attempts, error=error, reason=DeadLetterReason.WORKER_LOST.value
         )
-    return Rescue(**fence, action=RescueAction.REQUEUE, attempts=attempts, error=error)
+    return fenced(action=RescueAction.REQUEUE, attempts=attempts, error=error)
 
 
 async def sweep_stale_workers(backend: Backend, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
@@ -60,6 +55,7 @@ async def sweep_stale_workers(backend: Backend, *, heartbeat_timeout: float, pol
         return RecoveryResult(skipped=True)
     rescues = [decide_rescue(row, policy=policy, heartbeat_timeout=heartbeat_timeout) for row in scan.orphaned]
     written = await backend.rescue_jobs(RescueJobsParams(rescues=rescues)) if rescues else set()
-    requeued = tuple(r.job_id for r in rescues if r.job_id in written and r.action is not RescueAction.DEAD_LETTER)
-    dead = tuple(r.job_id for r in rescues if r.job_id in written and r.action is RescueAction.DEAD_LETTER)
-    return RecoveryResult(stale_workers=scan.stale_workers, requeued=requeued, dead_lettered=dead)
+    applied = tuple(r for r in rescues if r.job_id in written)
+    requeued = tuple(r.job_id for r in applied if r.action is not RescueAction.DEAD_LETTER)
+    dead = tuple(r.job_id for r in applied if r.action is RescueAction.DEAD_LETTER)
+    return RecoveryResult(stale_workers=scan.stale_workers, requeued=requeued, dead_lettered=dead, rescues=applied)
