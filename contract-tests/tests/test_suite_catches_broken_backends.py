@@ -106,7 +106,7 @@ def test_suite_passes_against_memory_skipping_only_what_does_not_apply(pytester:
         assert "shared_across_processes is False" in outcomes["skipped"][name]
     for name in TRANSACTIONAL:
         assert "transactional_enqueue is False" in outcomes["skipped"][name]
-    assert len(outcomes["passed"]) >= 90
+    assert len(outcomes["passed"]) >= 80
     for must_run in (
         "test_nack_preserves_attempts",
         "test_stale_recovery_never_touches_live_workers_rows",
