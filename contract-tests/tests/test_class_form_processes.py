@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from test_suite_catches_broken_backends import PROCESS_SCENARIOS, run_class_form
+from class_form import PROCESS_SCENARIOS, run_class_form
 
 SQLITE_URL_FACTORY = 'UrlBackendFactory(f"sqlite:///{tmp_path}/contract.db")'
-SQLITE_PLAIN_FACTORY = (
-    'functools.partial(__import__("soniq_sqlite").SQLiteBackend.from_url, f"sqlite:///{tmp_path}/c.db")'
-)
+SQLITE_PLAIN_FACTORY = 'plain_factory(f"sqlite:///{tmp_path}/c.db")'
 
 
 def test_class_form_runs_the_process_scenarios_with_a_url_factory(pytester: pytest.Pytester) -> None:

@@ -3,7 +3,8 @@
 Checked only for a backend whose `capabilities.transactional_enqueue` is
 true. The suite cannot open a driver transaction on a store it does not
 know, so the backend's author provides one through the `soniq_transaction`
-fixture (the URL form does it itself for PostgreSQL).
+fixture. For a `UrlBackendFactory` on a PostgreSQL URL (the URL form, and
+class forms built on one) the default opens an asyncpg connection itself.
 """
 
 from __future__ import annotations
@@ -12,13 +13,14 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from soniq.backend import Backend
 from soniq.params import EnqueueJobsParams, GetJobParams, QueueStatsParams
 from soniq.records import JobStatus
-from soniq_contract_tests.harness import ContractHarness, must_get, new_job
+from soniq_contract_tests.harness import BackendFactory, ContractHarness, UrlBackendFactory, must_get, new_job
 
 TransactionFactory = Callable[[Backend], AbstractAsyncContextManager[Any]]
 """Given the backend under test (connected and set up in its namespace), opens a
@@ -34,14 +36,40 @@ MISSING_TRANSACTION = (
 )
 
 
+POSTGRES_SCHEMES = ("postgresql", "postgres")
+
+
+def postgres_transaction(url: str) -> TransactionFactory:
+    """A transaction on a fresh asyncpg connection to `url`, without Soniq's own query parameters."""
+    parts = urlsplit(url)
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, "", ""))
+
+    @contextlib.asynccontextmanager
+    async def transaction(backend: Backend) -> AsyncIterator[Any]:
+        import asyncpg
+
+        connection = await asyncpg.connect(dsn)
+        try:
+            async with connection.transaction():
+                yield connection
+        finally:
+            await connection.close()
+
+    return transaction
+
+
 class _RollbackError(Exception):
     """Raised inside the caller's transaction to make it roll back."""
 
 
 class TransactionalEnqueueContract:
     @pytest.fixture
-    def soniq_transaction(self) -> TransactionFactory | None:
-        """None: the backend has no transactional enqueue, or its author has not said how to open one."""
+    def soniq_transaction(self, soniq_backend_factory: BackendFactory) -> TransactionFactory | None:
+        """Derived for a `UrlBackendFactory` on PostgreSQL; otherwise None until the author overrides it."""
+        if isinstance(soniq_backend_factory, UrlBackendFactory):
+            scheme = urlsplit(soniq_backend_factory.url).scheme.split("+", 1)[0].lower()
+            if scheme in POSTGRES_SCHEMES:
+                return postgres_transaction(soniq_backend_factory.url)
         return None
 
     @contextlib.asynccontextmanager
