@@ -38,6 +38,7 @@ from soniq.params import (
     CompleteJobsParams,
     DeadLetterJobParams,
     EnqueueJobsParams,
+    ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -132,7 +133,9 @@ class Backend(Protocol):
         """The row, or None when no `soniq_jobs` row has that id."""
 
     async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
-        """Rows filtered by queue and status, newest `created_at` first."""
+        """Rows filtered by queue and status, newest `created_at` first; `result` is
+        None on every row unless `include_results`. A row whose stored args or result
+        cannot be decoded is returned with `decode_error` set, never raised."""
 
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
         """Move a `queued` row to `cancelled`. False (nothing written) in any other status."""
@@ -148,7 +151,9 @@ class Backend(Protocol):
         ``worker_id = worker_id`` and ``updated_at = now``; with `mark_started`
         also ``started_at = now``, otherwise ``started_at = NULL``. No two
         concurrent callers, in any number of processes, ever receive the same
-        row. `attempts` is not changed."""
+        row. `attempts` is not changed. With `job_names`, rows of any other name are
+        neither claimed nor touched. A claimed row whose args cannot be decoded is
+        returned with `decode_error` set (the claim itself never fails for it)."""
 
     async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
         """Record durably that the handlers of claimed rows are about to run
@@ -223,6 +228,13 @@ class Backend(Protocol):
         the dead-letter table with ``attempts``, ``last_error`` and the reason as
         given. Returns the ids actually written; a row that changed since it
         was read is skipped silently."""
+
+    async def expire_unknown_jobs(self, params: ExpireUnknownJobsParams, /) -> set[str]:
+        """Move every `queued` row whose `job_name` is not in `known_names` and whose
+        `created_at` is older than `older_than` seconds to the dead-letter table with
+        reason ``unknown_job`` and ``last_error = error``; `attempts` untouched. Atomic
+        per row (a row claimed in between is left alone). Returns the ids moved.
+        Core calls it only when every live worker has reported its names."""
 
     # -- observation -------------------------------------------------------
 

@@ -39,6 +39,8 @@ class ListJobsParams:
     status: JobStatus | None = None
     limit: int = 100
     offset: int = 0
+    include_results: bool = False
+    """False: every returned row has ``result = None`` (the store need not read the column)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,8 @@ class ClaimJobsParams:
     queues: Sequence[str] | None
     limit: int
     mark_started: bool
+    job_names: Sequence[str] | None = None
+    """When given, claim only rows whose `job_name` is in it; rows of other names are never touched."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +177,17 @@ class Rescue:
 @dataclass(frozen=True, slots=True)
 class RescueJobsParams:
     rescues: Sequence[Rescue]
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireUnknownJobsParams:
+    """Core decided that no live worker can run these names; the backend moves the old rows."""
+
+    known_names: Sequence[str]
+    older_than: float
+    """Seconds, on the store's clock, judged by the row's `created_at`."""
+    error: str
+    """The `last_error` written on each moved row."""
 
 
 # -- observation -------------------------------------------------------------

@@ -46,6 +46,10 @@ class DeadLetterReason(str, enum.Enum):
     ZOMBIE = "zombie"
     WORKER_LOST = "worker_lost"
     NON_RETRYABLE = "non_retryable"
+    CORRUPT_ROW = "corrupt_row"
+    """The row's stored arguments or result could not be decoded."""
+    STUCK = "stuck"
+    """The handler would not stop after cancellation, or kept running past its deadline."""
 
 
 QUEUE_STATS_KEYS: tuple[str, ...] = (
@@ -99,6 +103,9 @@ class JobRecord:
     updated_at: datetime
     started_at: datetime | None = None
     trace_context: Mapping[str, str] | None = None
+    decode_error: str | None = None
+    """Set by the backend, instead of raising, when the stored args or result could not be
+    decoded (then `args` is empty and/or `result` None); core dead-letters such a row."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -124,6 +131,8 @@ class DeadLetterRecord:
     last_resurrection_at: datetime | None = None
     max_attempts: int = 1
     priority: int = 100
+    decode_error: str | None = None
+    """As on `JobRecord`: the stored args could not be decoded (then `args` is empty)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -140,6 +149,8 @@ class WorkerInfo:
     pid: int
     queues: tuple[str, ...] | None
     concurrency: int
+    job_names: tuple[str, ...] | None = None
+    """The job names this worker has registered (None: not reported)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +165,7 @@ class WorkerRecord:
     status: WorkerStatus
     last_heartbeat: datetime
     started_at: datetime
+    job_names: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
