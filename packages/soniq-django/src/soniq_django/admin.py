@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING, Any
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from soniq import Soniq
 
+from soniq import Soniq
 from soniq_django.config import default_alias
 from soniq_django.models import DeadLetterJob, Job, Worker
 from soniq_django.runtime import with_app
-
 
 if TYPE_CHECKING:
     _ModelAdmin = admin.ModelAdmin[Any]

@@ -25,8 +25,8 @@ from django.db import close_old_connections
 from django.tasks import Task, TaskContext
 from django.utils.json import normalize_json
 from django.utils.module_loading import autodiscover_modules
-from soniq import Soniq
 
+from soniq import Soniq
 from soniq_django.config import BackendConfig
 
 _known: dict[str, dict[str, Task]] = {}

@@ -17,7 +17,6 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from soniq_django.rows import from_microseconds, to_microseconds
 
-
 if TYPE_CHECKING:
     _TimestampBase = models.Field[datetime, datetime]
     _JSONBase = models.Field[Any, Any]
@@ -49,5 +48,8 @@ class SoniqJSONField(_JSONBase):
         return "SoniqJSONField"
 
     def from_db_value(self, value: Any, expression: Any, connection: BaseDatabaseWrapper) -> Any:
-        # psycopg decodes `json` columns itself; SQLite hands back the text.
-        return json.loads(value) if isinstance(value, str) else value
+        # Django's PostgreSQL drivers decode `json` columns themselves (a JSON string arrives as a str);
+        # SQLite hands back the text.
+        if connection.vendor == "sqlite" and isinstance(value, str):
+            return json.loads(value)
+        return value

@@ -108,4 +108,3 @@ def insert_job(database: str, row: JobRow) -> None:
                     now,
                 ],
             )
-

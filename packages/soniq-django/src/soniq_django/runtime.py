@@ -15,7 +15,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from soniq import Soniq
-
 from soniq_django.config import BackendConfig, backend_config, database_url
 from soniq_django.execution import register_tasks
 

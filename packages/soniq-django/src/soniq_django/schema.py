@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from soniq import Soniq
 
+from soniq import Soniq
 from soniq_django.config import BACKEND_PATH, url_for_settings
 from soniq_django.runtime import run_sync
 

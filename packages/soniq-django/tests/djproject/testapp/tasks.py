@@ -25,6 +25,6 @@ def describe_run(context: TaskContext, tag: str) -> dict[str, Any]:
 @task
 async def hold(marker: str, seconds: float) -> str:
     """Says it started (the test waits for the file), then takes `seconds`."""
-    Path(marker).write_text("started")
+    await asyncio.to_thread(Path(marker).write_text, "started")
     await asyncio.sleep(seconds)
     return "held"

@@ -4,8 +4,8 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand
-from soniq import Soniq
 
+from soniq import Soniq
 from soniq_django.config import backend_config, database_url, default_alias
 from soniq_django.runtime import with_app
 
@@ -24,7 +24,9 @@ class Command(BaseCommand):
 
         with_app(alias, setup)
         config = backend_config(alias)
-        self.stdout.write(f"Soniq schema ready in database {config.database!r} ({_redacted(database_url(config.database))})")
+        self.stdout.write(
+            f"Soniq schema ready in database {config.database!r} ({_redacted(database_url(config.database))})"
+        )
 
 
 def _redacted(url: str) -> str:

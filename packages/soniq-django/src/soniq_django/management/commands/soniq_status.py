@@ -5,8 +5,8 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand
-from soniq import Soniq
 
+from soniq import Soniq
 from soniq_django.config import backend_config, default_alias
 from soniq_django.models import Worker
 from soniq_django.runtime import with_app

@@ -8,8 +8,8 @@ from argparse import ArgumentParser
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
-from soniq import Soniq
 
+from soniq import Soniq
 from soniq_django.config import default_alias
 from soniq_django.runtime import build_worker_app
 
