@@ -19,6 +19,12 @@ else:  # django-stubs' generic parameter; Django's own ModelAdmin takes none at 
     _ModelAdmin = admin.ModelAdmin
 
 
+def _has_perm(request: HttpRequest, permission: str) -> bool:
+    # Any user model: `has_perm` comes from PermissionsMixin (or the project's own), not AbstractBaseUser.
+    has_perm = getattr(request.user, "has_perm", None)
+    return bool(has_perm and has_perm(permission))
+
+
 class ReadOnlyAdmin(_ModelAdmin):
     """Soniq's backend owns these rows: the admin shows them and changes them only through Soniq's API."""
 
@@ -40,7 +46,7 @@ class JobAdmin(ReadOnlyAdmin):
     actions = ("cancel_jobs",)
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("soniq_django.cancel_job")
+        return _has_perm(request, "soniq_django.cancel_job")
 
     @admin.action(description="Cancel selected queued jobs", permissions=["cancel"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
@@ -61,7 +67,7 @@ class DeadLetterJobAdmin(ReadOnlyAdmin):
     actions = ("replay_jobs",)
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm("soniq_django.replay_deadletterjob")
+        return _has_perm(request, "soniq_django.replay_deadletterjob")
 
     @admin.action(description="Replay selected dead-letter jobs", permissions=["replay"])
     def replay_jobs(self, request: HttpRequest, queryset: QuerySet[DeadLetterJob]) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from django.tasks import Task, TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
@@ -49,16 +49,16 @@ class SoniqBackend(BaseTaskBackend):
         super().__init__(alias, params)
         self.config = BackendConfig.from_options(alias, self.options)
 
-    def validate_task(self, task: Task) -> None:
+    def validate_task(self, task: Task[Any, Any]) -> None:
         super().validate_task(task)
         # Every task of this backend passes here when it is defined: that is how a worker finds them.
         remember_task(self.alias, task)
 
-    def enqueue(self, task: Task, args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult:
+    def enqueue(self, task: Task[Any, Any], args: Sequence[Any], kwargs: Mapping[str, Any]) -> TaskResult[Any, Any]:
         self.validate_task(task)
         result_id = str(uuid.uuid4())
-        call_args = normalize_json(list(args))
-        call_kwargs = normalize_json(dict(kwargs))
+        call_args = cast("list[Any]", normalize_json(list(args)))
+        call_kwargs = cast("dict[str, Any]", normalize_json(dict(kwargs)))
         if not all(isinstance(key, str) for key in call_kwargs):
             raise InvalidTask("task keyword arguments must have string names")
         now = datetime.now(UTC)
@@ -74,7 +74,7 @@ class SoniqBackend(BaseTaskBackend):
                 max_attempts=self.config.max_attempts,
             ),
         )
-        result = TaskResult(
+        result: TaskResult[Any, Any] = TaskResult(
             task=task,
             id=result_id,
             status=TaskResultStatus.READY,
@@ -91,5 +91,5 @@ class SoniqBackend(BaseTaskBackend):
         task_enqueued.send(type(self), task_result=result)
         return result
 
-    def get_result(self, result_id: str) -> TaskResult:
+    def get_result(self, result_id: str) -> TaskResult[Any, Any]:
         return result_for(None, str(result_id), self.config)

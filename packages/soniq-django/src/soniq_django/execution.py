@@ -29,7 +29,7 @@ from django.utils.module_loading import autodiscover_modules
 from soniq import Soniq
 from soniq_django.config import BackendConfig
 
-_known: dict[str, dict[str, Task]] = {}
+_known: dict[str, dict[str, Task[Any, Any]]] = {}
 _known_lock = threading.Lock()
 
 # A failure's last_error starts with this class name, then the exception's class path, then the traceback.
@@ -46,17 +46,17 @@ class TaskRaisedError(Exception):
         super().__init__(f"{self.exception_class_path}\n{text[-_TRACEBACK_LIMIT:]}")
 
 
-def remember_task(alias: str, task: Task) -> None:
+def remember_task(alias: str, task: Task[Any, Any]) -> None:
     with _known_lock:
         _known.setdefault(alias, {})[task.module_path] = task
 
 
-def known_tasks(alias: str) -> dict[str, Task]:
+def known_tasks(alias: str) -> dict[str, Task[Any, Any]]:
     with _known_lock:
         return dict(_known.get(alias, {}))
 
 
-def discover_tasks(config: BackendConfig) -> dict[str, Task]:
+def discover_tasks(config: BackendConfig) -> dict[str, Task[Any, Any]]:
     """Import every installed app's ``tasks`` module and ``TASK_MODULES``; the tasks of this alias."""
     autodiscover_modules("tasks")
     for module in config.task_modules:
@@ -73,13 +73,13 @@ def register_tasks(app: Soniq, config: BackendConfig) -> list[str]:
     return names
 
 
-def _context(task: Task, result_id: str, config: BackendConfig) -> TaskContext:
+def _context(task: Task[Any, Any], result_id: str, config: BackendConfig) -> TaskContext[Any, Any]:
     from soniq_django.results import result_for
 
     return TaskContext(task_result=result_for(task, result_id, config, running=True))
 
 
-def job_for_task(task: Task, config: BackendConfig) -> Callable[..., Any]:
+def job_for_task(task: Task[Any, Any], config: BackendConfig) -> Callable[..., Any]:
     """The Soniq handler that runs `task` with the positional and keyword arguments it was enqueued with."""
     if iscoroutinefunction(task.func):
 

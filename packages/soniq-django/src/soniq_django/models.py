@@ -13,17 +13,17 @@ from soniq_django.fields import SoniqJSONField, SoniqTimestampField
 
 
 class Job(models.Model):
-    id = models.TextField(primary_key=True)
-    job_name = models.TextField()
+    id: models.TextField[str, str] = models.TextField(primary_key=True)
+    job_name: models.TextField[str, str] = models.TextField()
     args = SoniqJSONField()
-    status = models.TextField()
-    attempts = models.IntegerField()
-    max_attempts = models.IntegerField()
-    queue = models.TextField()
-    priority = models.IntegerField()
+    status: models.TextField[str, str] = models.TextField()
+    attempts: models.IntegerField[int, int] = models.IntegerField()
+    max_attempts: models.IntegerField[int, int] = models.IntegerField()
+    queue: models.TextField[str, str] = models.TextField()
+    priority: models.IntegerField[int, int] = models.IntegerField()
     scheduled_at = SoniqTimestampField()
-    last_error = models.TextField(null=True)
-    worker_id = models.TextField(null=True)
+    last_error: models.TextField[str | None, str | None] = models.TextField(null=True)
+    worker_id: models.TextField[str | None, str | None] = models.TextField(null=True)
     result = SoniqJSONField(null=True)
     started_at = SoniqTimestampField(null=True)
     created_at = SoniqTimestampField()
@@ -41,15 +41,15 @@ class Job(models.Model):
 
 
 class DeadLetterJob(models.Model):
-    id = models.TextField(primary_key=True)
-    job_name = models.TextField()
+    id: models.TextField[str, str] = models.TextField(primary_key=True)
+    job_name: models.TextField[str, str] = models.TextField()
     args = SoniqJSONField()
-    queue = models.TextField()
-    attempts = models.IntegerField()
-    last_error = models.TextField(null=True)
-    dead_letter_reason = models.TextField()
+    queue: models.TextField[str, str] = models.TextField()
+    attempts: models.IntegerField[int, int] = models.IntegerField()
+    last_error: models.TextField[str | None, str | None] = models.TextField(null=True)
+    dead_letter_reason: models.TextField[str, str] = models.TextField()
     moved_to_dead_letter_at = SoniqTimestampField()
-    resurrection_count = models.IntegerField()
+    resurrection_count: models.IntegerField[int, int] = models.IntegerField()
     last_resurrection_at = SoniqTimestampField(null=True)
 
     class Meta:
@@ -64,12 +64,12 @@ class DeadLetterJob(models.Model):
 
 
 class Worker(models.Model):
-    id = models.TextField(primary_key=True)
-    hostname = models.TextField()
-    pid = models.IntegerField()
+    id: models.TextField[str, str] = models.TextField(primary_key=True)
+    hostname: models.TextField[str, str] = models.TextField()
+    pid: models.IntegerField[int, int] = models.IntegerField()
     queues = SoniqJSONField(null=True)
-    concurrency = models.IntegerField()
-    status = models.TextField()
+    concurrency: models.IntegerField[int, int] = models.IntegerField()
+    status: models.TextField[str, str] = models.TextField()
     last_heartbeat = SoniqTimestampField()
     started_at = SoniqTimestampField()
 

@@ -37,7 +37,7 @@ def parse_error(text: str | None) -> TaskError | None:
     return TaskError(exception_class_path=known.get(name, "soniq.SoniqError"), traceback=text)
 
 
-def _task_named(job_name: str, result_id: str) -> Task:
+def _task_named(job_name: str, result_id: str) -> Task[Any, Any]:
     try:
         task = import_string(job_name)
     except ImportError:
@@ -47,7 +47,7 @@ def _task_named(job_name: str, result_id: str) -> Task:
     return task
 
 
-def result_for(task: Task | None, result_id: str, config: BackendConfig, *, running: bool = False) -> TaskResult:
+def result_for(task: Task[Any, Any] | None, result_id: str, config: BackendConfig, *, running: bool = False) -> TaskResult[Any, Any]:
     """The ``TaskResult`` of job `result_id`; raises ``TaskResultDoesNotExist``."""
     # Imported here: the backend (and so this module) may load while the app registry is still filling.
     from soniq_django.models import DeadLetterJob, Job
@@ -66,7 +66,7 @@ def _call_args(stored: Any) -> tuple[list[Any], dict[str, Any]]:
     return list(stored.get("args", [])), dict(stored.get("kwargs", {}))
 
 
-def _from_job(task: Task, job: Job, config: BackendConfig, *, running: bool) -> TaskResult:
+def _from_job(task: Task[Any, Any], job: Job, config: BackendConfig, *, running: bool) -> TaskResult[Any, Any]:
     status = {
         "queued": TaskResultStatus.READY,
         "processing": TaskResultStatus.RUNNING,
@@ -78,7 +78,7 @@ def _from_job(task: Task, job: Job, config: BackendConfig, *, running: bool) -> 
     if job.status == "cancelled":
         errors.append(TaskError(exception_class_path="soniq.SoniqError", traceback="cancelled before it ran"))
     args, kwargs = _call_args(job.args)
-    result = TaskResult(
+    result: TaskResult[Any, Any] = TaskResult(
         task=task,
         id=job.id,
         status=status,
@@ -97,7 +97,7 @@ def _from_job(task: Task, job: Job, config: BackendConfig, *, running: bool) -> 
     return result
 
 
-def _from_dead_letter(task: Task, dead: DeadLetterJob, config: BackendConfig) -> TaskResult:
+def _from_dead_letter(task: Task[Any, Any], dead: DeadLetterJob, config: BackendConfig) -> TaskResult[Any, Any]:
     args, kwargs = _call_args(dead.args)
     error = parse_error(dead.last_error) or TaskError(
         exception_class_path="soniq.SoniqError", traceback=dead.dead_letter_reason
