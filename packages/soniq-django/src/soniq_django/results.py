@@ -47,7 +47,9 @@ def _task_named(job_name: str, result_id: str) -> Task[Any, Any]:
     return task
 
 
-def result_for(task: Task[Any, Any] | None, result_id: str, config: BackendConfig, *, running: bool = False) -> TaskResult[Any, Any]:
+def result_for(
+    task: Task[Any, Any] | None, result_id: str, config: BackendConfig, *, running: bool = False
+) -> TaskResult[Any, Any]:
     """The ``TaskResult`` of job `result_id`; raises ``TaskResultDoesNotExist``."""
     # Imported here: the backend (and so this module) may load while the app registry is still filling.
     from soniq_django.models import DeadLetterJob, Job
