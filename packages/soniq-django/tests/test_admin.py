@@ -9,8 +9,9 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 from djproject.testapp.tasks import add, fail
-from soniq_django.models import DeadLetterJob, Job
 from workers import WorkerProcess
+
+from soniq_django.models import DeadLetterJob, Job
 
 pytestmark = pytest.mark.usefixtures("soniq_db")
 

@@ -9,6 +9,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from djproject.testapp.tasks import add
+
 from soniq_django.backend import soniq_priority
 from soniq_django.config import url_for_settings
 

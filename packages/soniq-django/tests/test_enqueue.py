@@ -12,10 +12,10 @@ from django.tasks import TaskResultStatus, default_task_backend
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from djproject.testapp.more_tasks import shout
 from djproject.testapp.tasks import add, hold
-from soniq_django.config import database_url
-from soniq_django.models import Job
 
 from soniq import Soniq
+from soniq_django.config import database_url
+from soniq_django.models import Job
 
 pytestmark = pytest.mark.usefixtures("soniq_db")
 

@@ -10,8 +10,9 @@ import pytest
 from django.tasks import TaskResultStatus, default_task_backend
 from djproject.testapp.more_tasks import shout
 from djproject.testapp.tasks import add, describe_run, fail, hold
-from soniq_django.models import Job
 from workers import WorkerProcess, wait_until
+
+from soniq_django.models import Job
 
 pytestmark = pytest.mark.usefixtures("soniq_db")
 
