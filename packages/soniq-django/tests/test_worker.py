@@ -88,3 +88,21 @@ def test_sigterm_lets_a_task_within_the_budget_finish(start_worker: StartWorker,
     assert finished.status == TaskResultStatus.SUCCESSFUL
     assert finished.return_value == "held"
     assert "FORCE_TIMEOUT_PATH" not in worker.log
+
+
+def test_a_second_sigterm_while_draining_forces_the_timeout_path(start_worker: StartWorker, tmp_path: Path) -> None:
+    marker = tmp_path / "started"
+    result = hold.enqueue(str(marker), 3600)
+    worker = start_worker(SONIQ_SHUTDOWN_TIMEOUT="60")
+    wait_until(marker.exists, timeout=30, what="the task to start")
+
+    signalled = time.monotonic()
+    worker.terminate()
+    wait_until(lambda: "-> DRAINING" in worker.log, timeout=10, what="the worker to start draining")
+    worker.terminate()
+    assert worker.wait(timeout=20) == 0, worker.log
+
+    # Well inside the 60s budget: the second signal skipped the rest of DRAINING.
+    assert time.monotonic() - signalled < 20
+    row = Job.objects.get(pk=result.id)
+    assert (row.status, row.attempts, row.worker_id) == ("queued", 0, None), worker.log
