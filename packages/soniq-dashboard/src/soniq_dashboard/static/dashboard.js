@@ -7,6 +7,8 @@
   if (!live) { return; }
   var every = parseInt(live.getAttribute("data-live-ms"), 10) || 2000;
   var busy = false;
+  // The browser re-serialises markup, so compare with the last text received, not with innerHTML.
+  var last = null;
 
   function userIsWorkingInside() {
     if (live.contains(document.activeElement) && document.activeElement !== live) { return true; }
@@ -34,7 +36,8 @@
         return response.text();
       })
       .then(function (html) {
-        if (html !== live.innerHTML) { live.innerHTML = html; }
+        if (html !== last) { live.innerHTML = html; }
+        last = html;
         stamp("Updated " + new Date().toLocaleTimeString());
       })
       .catch(function (error) { stamp("Live updates paused: " + error.message); })
