@@ -192,7 +192,8 @@ def chromium_paths() -> tuple[str, str]:
     if browser is None or driver is None:
         missing = "chromium" if browser is None else "chromedriver"
         skip_or_fail(f"{missing} is not installed; install it with `{CHROMIUM_HINT}`")
-    assert browser is not None and driver is not None
+    assert browser is not None
+    assert driver is not None
     return browser, driver
 
 

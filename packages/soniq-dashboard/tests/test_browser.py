@@ -1,4 +1,4 @@
-"""The dashboard in a real Chromium, against a real `soniq dashboard` and `soniq worker` process, on SQLite and Postgres."""
+"""The dashboard in real Chromium, against real `soniq dashboard` and `soniq worker` processes, SQLite and Postgres."""
 
 from __future__ import annotations
 
@@ -169,7 +169,9 @@ async def test_a_worker_told_to_stop_is_shown_draining_then_stopped_and_its_row_
     assert await asyncio.to_thread(w.wait, 30) == 0
 
     row = await producer.get_job(job_id)
-    assert row is not None and row["status"] == "queued" and row["attempts"] == 0  # nack'd, budget kept
+    assert row is not None
+    assert row["status"] == "queued"
+    assert row["attempts"] == 0  # nack'd: the retry budget is kept
     browser.get(d.base + f"/jobs/{job_id}")
     assert "QUEUED" in browser.find_element(By.ID, "live").text
 

@@ -24,7 +24,7 @@ from soniq_dashboard.security import (
     CSRF_FIELD,
     Authorize,
     WriteGuard,
-    WriteRefused,
+    WriteRefusedError,
     csrf_token_of,
     new_csrf_token,
     redact_url,
@@ -225,14 +225,14 @@ class Dashboard:
     async def _form(self, request: Request) -> dict[str, str]:
         body = await request.body()
         if len(body) > MAX_FORM_BYTES:
-            raise WriteRefused("form too large")
+            raise WriteRefusedError("form too large")
         return dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
 
     async def _guarded(self, request: Request) -> dict[str, str] | Response:
         try:
             form = await self._form(request)
             await self.guard.check(request, form)
-        except WriteRefused as exc:
+        except WriteRefusedError as exc:
             return self._refuse(request, str(exc))
         return form
 

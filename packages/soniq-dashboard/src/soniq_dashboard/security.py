@@ -18,7 +18,7 @@ API_KEY_FIELD = "api_key"
 Authorize = Callable[[Request], bool | Awaitable[bool]]
 
 
-class WriteRefused(Exception):
+class WriteRefusedError(Exception):
     """A write request that must be answered with 403; the message says why."""
 
 
@@ -91,22 +91,22 @@ class WriteGuard:
         origin = request.headers.get("origin")
         if origin is not None:
             if origin == "null" or _origin_of(origin) not in allowed:
-                raise WriteRefused(f"cross-site request refused (Origin {origin!r})")
+                raise WriteRefusedError(f"cross-site request refused (Origin {origin!r})")
             return
         referer = request.headers.get("referer")
         if referer and _origin_of(referer) not in allowed:
-            raise WriteRefused("cross-site request refused (Referer from another site)")
+            raise WriteRefusedError("cross-site request refused (Referer from another site)")
 
     async def check(self, request: Request, form: dict[str, str]) -> None:
         if not self.writes:
-            raise WriteRefused("this dashboard is read-only (start it with writes switched on to change rows)")
+            raise WriteRefusedError("this dashboard is read-only (start it with writes switched on to change rows)")
         self._check_origin(request)
         header_key = request.headers.get(API_KEY_HEADER)
         if self.api_key and _same(header_key, self.api_key):
             # A custom header cannot be sent cross-site without CORS, so it needs no CSRF token.
             return
         if not _same(form.get(CSRF_FIELD), csrf_token_of(request)):
-            raise WriteRefused("the form's CSRF token is missing or stale: reload the page and try again")
+            raise WriteRefusedError("the form's CSRF token is missing or stale: reload the page and try again")
         if self.api_key and _same(form.get(API_KEY_FIELD), self.api_key):
             return
         if self.authorize is not None:
@@ -115,4 +115,4 @@ class WriteGuard:
                 verdict = await verdict
             if verdict:
                 return
-        raise WriteRefused("writing needs the dashboard's API key" if self.api_key else "not authorised to write")
+        raise WriteRefusedError("writing needs the dashboard's API key" if self.api_key else "not authorised to write")
