@@ -197,7 +197,7 @@ def chromium_paths() -> tuple[str, str]:
     return browser, driver
 
 
-def start_browser(profile: Path, *, width: int = 1280, height: int = 900, dark: bool = False) -> Any:
+def start_browser(profile: Path, *, width: int = 1280, height: int = 900) -> Any:
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -219,7 +219,4 @@ def start_browser(profile: Path, *, width: int = 1280, height: int = 900, dark: 
         f"--window-size={width},{height}",
     ):
         options.add_argument(flag)
-    if dark:
-        options.add_argument("--force-dark-mode")
-        options.add_argument("--blink-settings=preferredColorScheme=0")
     return webdriver.Chrome(service=Service(driver), options=options)
