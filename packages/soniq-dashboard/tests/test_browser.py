@@ -242,3 +242,30 @@ async def test_script_in_a_job_name_and_error_renders_as_text(
             assert EVIL_ERROR in text, path
         if path == "/":
             assert "<b>q</b>" in text
+
+
+async def test_every_page_is_keyboard_navigable_with_a_visible_focus(
+    browser: Any, tmp_path: Path, processes: list[Any]
+) -> None:
+    from dash_harness import make_store
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    d = dashboard(make_store("sqlite", tmp_path), tmp_path, processes)
+    browser.get(d.base + "/")
+    body = browser.find_element(By.TAG_NAME, "body")
+    body.send_keys(Keys.TAB)
+    focused = browser.switch_to.active_element
+    assert focused.text == "Skip to content"
+    assert focused.value_of_css_property("outline-style") != "none"
+    visited = []
+    for _ in range(7):
+        browser.switch_to.active_element.send_keys(Keys.TAB)
+        visited.append(browser.switch_to.active_element.text)
+    assert visited[1:6] == ["Overview", "Jobs", "Dead letters", "Workers", "Schedules"]
+    # Enter on a focused link follows it, like any real link.
+    while browser.switch_to.active_element.text != "Workers":
+        browser.switch_to.active_element.send_keys(Keys.SHIFT, Keys.TAB)
+    browser.switch_to.active_element.send_keys(Keys.ENTER)
+    in_browser(browser, lambda b: b.current_url.endswith("/workers"), what="the workers page")
+    assert "No worker has registered" in browser.find_element(By.ID, "live").text

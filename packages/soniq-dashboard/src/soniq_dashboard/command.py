@@ -69,6 +69,10 @@ def run(args: argparse.Namespace) -> int:
         app = load_app(args.app_path)
         if args.database_url:
             app.use_database_url(args.database_url)
+    elif args.jobs_modules or os.environ.get("SONIQ_JOBS_MODULES"):
+        from soniq.cli import build_app
+
+        app = build_app(args, need_jobs=False)  # the app the jobs modules define, as `soniq worker` finds it
     else:
         app = Soniq(args.database_url) if args.database_url else Soniq()
     api_key = os.environ.get(API_KEY_VARIABLE) or None
