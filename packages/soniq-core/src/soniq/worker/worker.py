@@ -161,6 +161,9 @@ class Worker:
             self, executor, stop_event=self._stop_event, claiming=self._claiming, write_deadline=self._write_deadline
         )
         await self.backend.register_worker(RegisterWorkerParams(worker=self.info()))
+        # Handlers go in before the 'started' line: a supervisor (or test) that signals on seeing it must
+        # never hit the default SIGTERM action.
+        removers = self._install_signals() if self.install_signal_handlers else []
         logger.info(
             "worker %s started: concurrency=%d queues=%s prefetch=%d backend=%s",
             self.worker_id,
@@ -169,7 +172,6 @@ class Worker:
             self.runs.prefetch,
             type(self.backend).__name__,
         )
-        removers = self._install_signals() if self.install_signal_handlers else []
         settings = self.settings
         background = [
             asyncio.create_task(
