@@ -7,6 +7,8 @@ at a file in the temporary directory. A document that needs a server that is dow
 with CI=true, where that fails. How each language is run is in `EVALUATORS`; a block in any other
 language fails, so nothing can sit in the docs unchecked. A block that must not run carries
 `<!-- skip: next "why" -->` just above it.
+
+The blocks of one document share a namespace, so run this without pytest-xdist (no `-n`).
 """
 
 from __future__ import annotations
@@ -178,7 +180,7 @@ class DocEnvironment:
 
 
 def _doc_soniq(env: DocEnvironment, original: type) -> type:
-    class DocSoniq(original):  # type: ignore[misc, valid-type]
+    class DocSoniq(original):  # type: ignore[misc]
         def __init__(self, database_url: str | None = None, *args: Any, **kwargs: Any) -> None:
             url, options = env.target(database_url, kwargs.pop("backend_options", None))
             if options is not None:
@@ -204,7 +206,7 @@ def setup(namespace: dict[str, Any]) -> None:
     namespace["__name__"] = "__main__"
     namespace["pending"] = pending
     namespace["__soniq_saved__"] = (soniq.Soniq, os.getcwd(), os.environ.pop("SONIQ_DATABASE_URL", None))
-    soniq.Soniq = _doc_soniq(env, soniq.Soniq)  # type: ignore[misc]
+    soniq.Soniq = _doc_soniq(env, soniq.Soniq)  # type: ignore[misc, assignment]
     os.chdir(directory)
 
 
@@ -233,7 +235,7 @@ def teardown(namespace: dict[str, Any]) -> None:
             env.run(drop())
     finally:
         env.loop.close()
-        soniq.Soniq = original
+        soniq.Soniq = original  # type: ignore[misc]
         os.chdir(cwd)
         if url is not None:
             os.environ["SONIQ_DATABASE_URL"] = url
@@ -373,7 +375,7 @@ def evaluate_ini(example: Example) -> None:
 
 
 def evaluate_yaml(example: Example) -> None:
-    import yaml
+    import yaml  # type: ignore[import-untyped]
 
     assert yaml.safe_load(str(example.parsed)) is not None
 
