@@ -11,10 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from soniq.records import JobRecord
+from soniq.metrics import safe_call
+from soniq.records import JobRecord, RecoveryResult
 from soniq.worker.state import WorkerState
+
+if TYPE_CHECKING:
+    from soniq.app import Soniq
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +112,33 @@ class EnqueueEvent:
     queue: str
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerStartedEvent:
+    """The worker has registered and is about to claim; `app` is the app it serves."""
+
+    worker_id: str
+    app: Soniq
+    queues: tuple[str, ...] | None
+    concurrency: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveryEvent:
+    """A stale-worker sweep run by this worker that requeued or dead-lettered rows."""
+
+    worker_id: str
+    result: RecoveryResult
+    at: float
+
+
+def notify_optional(observers: list[Observer], hook: str, event: object) -> None:
+    """Call a hook the `Observer` protocol does not require on the observers that have it."""
+    for observer in observers:
+        if callable(getattr(observer, hook, None)):
+            safe_call(observer, hook, event)
+
+
 @runtime_checkable
 class Observer(Protocol):
     def on_transition(self, event: TransitionEvent) -> None: ...
@@ -155,6 +186,12 @@ class BaseObserver:
         return None
 
     def on_worker_stopped(self, worker_id: str) -> None:
+        return None
+
+    def on_worker_started(self, event: WorkerStartedEvent) -> None:
+        return None
+
+    def on_recovery(self, event: RecoveryEvent) -> None:
         return None
 
 

@@ -22,7 +22,15 @@ from typing import TYPE_CHECKING, Any
 from soniq.backend import Backend
 from soniq.errors import BackendUnavailableError
 from soniq.metrics import NullMetricsSink, safe_call
-from soniq.observers import JobEndEvent, JobStartEvent, ShutdownInfo, TransitionEvent
+from soniq.observers import (
+    JobEndEvent,
+    JobStartEvent,
+    RecoveryEvent,
+    ShutdownInfo,
+    TransitionEvent,
+    WorkerStartedEvent,
+    notify_optional,
+)
 from soniq.records import JobRecord, StaleJobPolicy, WorkerInfo, WorkerStatus
 from soniq.retry import RetryPolicy
 from soniq.worker.batching import CompletionBatcher
@@ -158,6 +166,17 @@ class Worker:
             type(self.backend).__name__,
         )
         removers = self._install_signals() if self.install_signal_handlers else []
+        notify_optional(
+            self.app.observers,
+            "on_worker_started",
+            WorkerStartedEvent(
+                worker_id=self.worker_id,
+                app=self.app,
+                queues=self.queues,
+                concurrency=self.concurrency,
+                at=time.time(),
+            ),
+        )
         try:
             self._background.append(asyncio.create_task(self._heartbeat_loop(), name="soniq-heartbeat"))
             self._background.append(asyncio.create_task(self._sweep_loop(), name="soniq-stale-sweep"))
@@ -491,6 +510,11 @@ class Worker:
                     heartbeat_timeout=self.settings.heartbeat_timeout, policy=self.settings.stale_job_policy
                 )
                 if result.requeued or result.dead_lettered:
+                    notify_optional(
+                        self.app.observers,
+                        "on_recovery",
+                        RecoveryEvent(worker_id=self.worker_id, result=result, at=time.time()),
+                    )
                     logger.warning(
                         "stale recovery: workers %s; requeued %d rows, dead-lettered %d",
                         ", ".join(result.stale_workers) or "-",
