@@ -41,8 +41,11 @@ class QueueSnapshot:
     oldest_age: dict[str, float] = field(default_factory=dict)
     workers: dict[str, int] = field(default_factory=dict)
     up: bool = False
-    read_at: float = 0.0
-    """`time.monotonic()` of the read."""
+    read_at: float | None = None
+    """`time.monotonic()` of the read; None before the first."""
+
+    def fresh(self, cache_seconds: float) -> bool:
+        return self.read_at is not None and time.monotonic() - self.read_at < cache_seconds
 
 
 class QueueGaugeCollector(Collector):
@@ -118,7 +121,7 @@ class QueueGaugeCollector(Collector):
         with self._lock:
             snapshot = self._snapshot
         loop = self._loop
-        if loop is None or self._app is None or time.monotonic() - snapshot.read_at < self.cache_seconds:
+        if loop is None or self._app is None or snapshot.fresh(self.cache_seconds):
             return snapshot
         if loop.is_closed() or not loop.is_running():
             return snapshot
@@ -130,7 +133,7 @@ class QueueGaugeCollector(Collector):
             return snapshot
         with self._refresh_lock:
             with self._lock:
-                if time.monotonic() - self._snapshot.read_at < self.cache_seconds:
+                if self._snapshot.fresh(self.cache_seconds):
                     return self._snapshot
             future = asyncio.run_coroutine_threadsafe(self.refresh(), loop)
             try:
