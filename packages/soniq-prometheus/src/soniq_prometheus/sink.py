@@ -26,6 +26,7 @@ from soniq.observers import (
     WorkerStartedEvent,
 )
 from soniq.worker.state import WorkerState
+from soniq_prometheus.job_series import JobSeries
 from soniq_prometheus.queue_gauges import QueueGaugeCollector
 from soniq_prometheus.server import MetricsServer
 
@@ -69,6 +70,7 @@ STATUS_OF_OUTCOME: dict[str, str] = {
     "unwritten": "unwritten",
 }
 RETRY_REASON_OF_OUTCOME: dict[str, str] = {"retry": "error", "timeout_retry": "timeout"}
+_COUNTED_OUTCOMES = frozenset({*RETRY_REASON_OF_OUTCOME, "dead_letter"})
 
 SHUTDOWN_DRAINED = "drained"
 SHUTDOWN_FORCED = "forced"
@@ -113,35 +115,8 @@ class PrometheusMetricsSink(BaseObserver):
         self.addr = addr
         reg = self.registry
         job = ("queue", "job_name")
-        self.jobs_started = Counter(f"{prefix}_jobs_started_total", "Jobs whose handler started.", job, registry=reg)
-        self.jobs_completed = Counter(
-            f"{prefix}_jobs_completed_total",
-            "Job runs that ended, by status (done, failed, dead_letter, snoozed, nacked, lost, unwritten).",
-            (*job, "status"),
-            registry=reg,
-        )
-        self.job_duration = Histogram(
-            f"{prefix}_job_duration_seconds",
-            "Wall-clock time from handler start to the run's end.",
-            (*job, "status"),
-            registry=reg,
-            buckets=JOB_DURATION_BUCKETS,
-        )
-        self.jobs_in_progress = Gauge(
-            f"{prefix}_jobs_in_progress", "Jobs whose handler is running in this process.", job, registry=reg
-        )
-        self.retries = Counter(
-            f"{prefix}_job_retries_total",
-            "Failed runs put back for another attempt, by reason.",
-            (*job, "reason"),
-            registry=reg,
-        )
-        self.dead_letters = Counter(
-            f"{prefix}_dead_letters_total",
-            "Jobs moved to the dead-letter table, by reason.",
-            (*job, "reason"),
-            registry=reg,
-        )
+        self.jobs = JobSeries(prefix, JOB_DURATION_BUCKETS)
+        reg.register(self.jobs)
         self.nacks = Counter(
             f"{prefix}_nacks_total",
             "Rows handed back to queued on shutdown, by reason; written=false ones are left to stale recovery.",
@@ -186,10 +161,7 @@ class PrometheusMetricsSink(BaseObserver):
         )
         reg.register(self.queue_gauges)
         self.server: MetricsServer | None = None
-        # Label children by key, so the per-job path is a dict lookup rather than a locked `labels()` call.
-        self._started: dict[tuple[str, str], tuple[Any, Any]] = {}
-        self._ended: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-        self._running: dict[str, Any] = {}
+        self._queues_seen: set[str] = set()
         self._shutdowns: dict[str, _Shutdown] = {}
         self._states: dict[str, str] = {}
         self._on_bus = False
@@ -228,62 +200,37 @@ class PrometheusMetricsSink(BaseObserver):
 
     def on_job_end(self, event: JobEndEvent) -> None:
         job = event.job
-        self._job_end(
-            job.id,
-            job.queue,
-            job.job_name,
-            _text(event.outcome),
-            event.duration,
-            _text(event.handler_kind),
-            getattr(event, "dead_letter_reason", None),
+        outcome = event.outcome
+        self.jobs.end(
+            job.id, (job.queue, job.job_name, STATUS_OF_OUTCOME.get(outcome) or _text(outcome)), event.duration
         )
+        if outcome in _COUNTED_OUTCOMES:
+            self._count_outcome(
+                job.queue,
+                job.job_name,
+                _text(outcome),
+                _text(event.handler_kind),
+                getattr(event, "dead_letter_reason", None),
+            )
 
-    def _job_end(
-        self,
-        job_id: str,
-        queue: str,
-        job_name: str,
-        outcome: str,
-        duration: float,
-        handler_kind: str | None,
-        dead_letter_reason: Any,
+    def _start(self, job_id: str, queue: str, job_name: str) -> None:
+        if queue not in self._queues_seen:
+            self._queues_seen.add(queue)
+            self.queue_gauges.add_queues((queue,))
+        self.jobs.start(job_id, (queue, job_name))
+
+    def _count_outcome(
+        self, queue: str, job_name: str, outcome: str, handler_kind: str | None, dead_letter_reason: Any
     ) -> None:
-        self._end(job_id, queue, job_name, outcome, duration)
         if outcome in RETRY_REASON_OF_OUTCOME:
-            self.retries.labels(queue, job_name, RETRY_REASON_OF_OUTCOME[outcome]).inc()
+            key = (queue, job_name, RETRY_REASON_OF_OUTCOME[outcome])
+            self.jobs.retries[key] = self.jobs.retries.get(key, 0) + 1
         elif outcome == "dead_letter":
             if dead_letter_reason is None:
                 # Until job-end events carry the reason: today the worker dead-letters only these two ways.
                 dead_letter_reason = "unknown_job" if handler_kind == "unknown" else "max_attempts"
-            self.dead_letters.labels(queue, job_name, _text(dead_letter_reason)).inc()
-
-    def _start(self, job_id: str, queue: str, job_name: str) -> None:
-        key = (queue, job_name)
-        children = self._started.get(key)
-        if children is None:
-            children = self._started[key] = (
-                self.jobs_started.labels(queue, job_name),
-                self.jobs_in_progress.labels(queue, job_name),
-            )
-            self.queue_gauges.add_queues((queue,))
-        children[0].inc()
-        children[1].inc()
-        self._running[job_id] = children[1]
-
-    def _end(self, job_id: str, queue: str, job_name: str, outcome: str, duration: float) -> None:
-        status = STATUS_OF_OUTCOME.get(outcome, outcome)
-        key = (queue, job_name, status)
-        children = self._ended.get(key)
-        if children is None:
-            children = self._ended[key] = (
-                self.jobs_completed.labels(queue, job_name, status),
-                self.job_duration.labels(queue, job_name, status),
-            )
-        children[0].inc()
-        children[1].observe(duration)
-        running = self._running.pop(job_id, None)
-        if running is not None:
-            running.dec()
+            key = (queue, job_name, _text(dead_letter_reason))
+            self.jobs.dead_letters[key] = self.jobs.dead_letters.get(key, 0) + 1
 
     # -- shutdown ----------------------------------------------------------------
 
@@ -354,7 +301,10 @@ class PrometheusMetricsSink(BaseObserver):
 
     def record_job_end(self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float) -> None:
         if not self._on_bus:
-            self._job_end(job_id, queue, job_name, _text(outcome), duration, None, None)
+            name = _text(outcome)
+            self.jobs.end(job_id, (queue, job_name, STATUS_OF_OUTCOME.get(name, name)), duration)
+            if name in _COUNTED_OUTCOMES:
+                self._count_outcome(queue, job_name, name, None, None)
 
     def emit(self, event: str, fields: Mapping[str, Any]) -> None:
         if self._on_bus:
@@ -378,11 +328,7 @@ class PrometheusMetricsSink(BaseObserver):
         """Every series name this sink exports (as it appears in an exposition, counters with ``_total``)."""
         names: set[str] = set()
         for collector in (
-            self.jobs_started,
-            self.jobs_completed,
-            self.jobs_in_progress,
-            self.retries,
-            self.dead_letters,
+            self.jobs,
             self.nacks,
             self.shutdowns,
             self.shutdown_transitions,
@@ -390,10 +336,12 @@ class PrometheusMetricsSink(BaseObserver):
             self.stale_recoveries,
         ):
             for family in collector.describe():
-                names.add(f"{family.name}_total" if family.type == "counter" else family.name)
-        for histogram in (self.job_duration, self.shutdown_duration):
-            for family in histogram.describe():
-                names.update(f"{family.name}{suffix}" for suffix in ("_bucket", "_count", "_sum"))
+                if family.type != "histogram":
+                    names.add(f"{family.name}_total" if family.type == "counter" else family.name)
+        for with_histograms in (self.jobs, self.shutdown_duration):
+            for family in with_histograms.describe():
+                if family.type == "histogram":
+                    names.update(f"{family.name}{suffix}" for suffix in ("_bucket", "_count", "_sum"))
         names.update(family.name for family in self.queue_gauges.describe())
         return names
 
