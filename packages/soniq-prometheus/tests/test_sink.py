@@ -4,7 +4,10 @@ soniq 0.1.0's `metrics_sink=` wiring, and label cardinality."""
 from __future__ import annotations
 
 import asyncio
+import logging
+import socket
 import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -221,3 +224,44 @@ async def test_a_store_that_fails_keeps_the_last_values_and_says_so(monkeypatch:
     assert value(bad, "soniq_queue_gauges_up") == 0
     assert value(bad, "soniq_queue_jobs", queue="default", state="queued") == 1
     await app.close()
+
+
+async def test_a_port_in_use_is_logged_and_the_worker_runs_on(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        sink = PrometheusMetricsSink(registry=CollectorRegistry(), addr="127.0.0.1")
+        app = Soniq("memory://", extra_observers=[sink], metrics_port=port, **FAST)
+
+        @app.job(name="hello")
+        async def hello() -> None:
+            return None
+
+        job_id = await app.enqueue(hello)
+        with caplog.at_level(logging.ERROR, logger="soniq_prometheus"):
+            await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
+    assert f"cannot serve /metrics on 127.0.0.1:{port} (metrics_port)" in caplog.text
+    row = await app.get_job(job_id)
+    assert row is not None
+    assert row["status"] == "done"
+    await app.close()
+
+
+async def test_the_richer_bus_events_are_used_when_they_arrive() -> None:
+    """p2-core's bus adds per-row rescue actions to recoveries and the reason to dead-lettered job ends."""
+    sink = new_sink()
+    job = SimpleNamespace(id="j1", queue="q", job_name="n")
+    sink.on_job_start(SimpleNamespace(job=job))  # type: ignore[arg-type]
+    sink.on_job_end(
+        SimpleNamespace(  # type: ignore[arg-type]
+            job=job, outcome="dead_letter", handler_kind="async", duration=0.1, dead_letter_reason="non_retryable"
+        )
+    )
+    actions = [SimpleNamespace(action=name) for name in ("requeue", "dead_letter", "requeue")]
+    sink.on_recovery(SimpleNamespace(result=None, actions=actions))  # type: ignore[arg-type]
+    s = read_registry(sink.registry)
+    assert value(s, "soniq_dead_letters_total", queue="q", job_name="n", reason="non_retryable") == 1
+    assert value(s, "soniq_stale_recoveries_total", action="requeue") == 2
+    assert value(s, "soniq_stale_recoveries_total", action="dead_letter") == 1
+    assert value(s, "soniq_jobs_in_progress", queue="q", job_name="n") == 0

@@ -179,7 +179,12 @@ class PrometheusMetricsSink(BaseObserver):
         self._enter(event.worker_id, WorkerState.RUNNING.value)
         port = self.port if self.port is not None else getattr(event.app.settings, "metrics_port", None)
         if port is not None and self.server is None:
-            self.server = MetricsServer.start(self.registry, port=port, addr=self.addr)
+            try:
+                self.server = MetricsServer.start(self.registry, port=port, addr=self.addr)
+            except OSError as exc:
+                # The worker runs on without its endpoint: jobs matter more than their metrics.
+                logger.error("cannot serve /metrics on %s:%d (metrics_port): %s", self.addr, port, exc)
+                return
             logger.info("serving /metrics on %s:%d for worker %s", self.addr, self.server.port, event.worker_id)
 
     def stop_server(self) -> None:
@@ -190,6 +195,9 @@ class PrometheusMetricsSink(BaseObserver):
     def on_worker_stopped(self, worker_id: str) -> None:
         self.stop_server()
         self._shutdowns.pop(worker_id, None)
+        if worker_id in self._states:
+            # A worker that returned without reaching STOPPED (an internal error) no longer counts.
+            self._enter(worker_id, WorkerState.STOPPED.value)
 
     # -- jobs ------------------------------------------------------------------
 
