@@ -1,69 +1,149 @@
-"""Memory backends with one deliberate contract bug each: the suite must catch every one."""
+"""Memory backends with one deliberate contract bug each: the suite must catch every one.
+
+Also `TransactionalMemory`, a correct memory store with a stand-in
+transaction, so that the transactional-enqueue contract has a passing
+backend to compare a broken one against.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
 
-from soniq.records import JobRecord, JobStatus, RecoveryResult, StaleJobPolicy
+from soniq.backend import Backend, BackendCapabilities
+from soniq.params import (
+    ClaimJobsParams,
+    EnqueueJobsParams,
+    FindStaleJobsParams,
+    NackJobParams,
+    RescueAction,
+    RescueJobsParams,
+)
+from soniq.records import JobRecord, JobStatus, NewJob, StaleScan
 from soniq_memory import MemoryBackend
 
 
 class NackDoesNothing(MemoryBackend):
     """Claims success but leaves the row as it was."""
 
-    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
-        return self._owned(job_id, worker_id) is not None
+    async def nack_job(self, params: NackJobParams, /) -> bool:
+        return self._owned(params.job_id, params.worker_id) is not None
 
 
 class NackCountsAnAttempt(MemoryBackend):
     """Requeues correctly but also spends an attempt, as if the job had failed."""
 
-    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
-        if not await super().nack_job(job_id=job_id, worker_id=worker_id):
+    async def nack_job(self, params: NackJobParams, /) -> bool:
+        if not await super().nack_job(params):
             return False
-        row = self._store.jobs[job_id]
+        row = self._store.jobs[params.job_id]
         self._store.put_job(replace(row, attempts=row.attempts + 1))
         return True
 
 
 class RecoveryDoesNothing(MemoryBackend):
-    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
-        return RecoveryResult()
+    async def find_stale_jobs(self, params: FindStaleJobsParams, /) -> StaleScan:
+        return StaleScan()
 
 
 class RecoveryTakesLiveWorkersRows(MemoryBackend):
-    """Recovers every processing row untouched for the timeout, whether or not its worker still beats."""
+    """Reports every processing row untouched for the timeout, whether or not its worker still beats."""
 
-    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
-        result = await super().recover_stale_workers(heartbeat_timeout=heartbeat_timeout, policy=policy)
-        cutoff = self._store.now() - timedelta(seconds=heartbeat_timeout)
-        taken = []
-        for row in list(self._store.jobs.values()):
-            if row.status is JobStatus.PROCESSING and row.updated_at < cutoff:
-                self._write_nack(row)
-                taken.append(row.id)
-        return replace(result, requeued=result.requeued + tuple(taken))
+    async def find_stale_jobs(self, params: FindStaleJobsParams, /) -> StaleScan:
+        scan = await super().find_stale_jobs(params)
+        cutoff = self._store.now() - timedelta(seconds=params.heartbeat_timeout)
+        found = {row.id for row in scan.orphaned}
+        taken = tuple(
+            row
+            for row in self._store.jobs.values()
+            if row.status is JobStatus.PROCESSING and row.updated_at < cutoff and row.id not in found
+        )
+        return replace(scan, orphaned=scan.orphaned + taken)
+
+
+class RescueDecidesItself(MemoryBackend):
+    """Applies its own recovery rule instead of core's rescue, as backends did under protocol 1.
+
+    It spends an attempt on every orphaned row (started or not), writes its own
+    error text and dead-letters any row that reached its budget, unstarted or not.
+    """
+
+    async def rescue_jobs(self, params: RescueJobsParams, /) -> set[str]:
+        own = []
+        for rescue in params.rescues:
+            row = self._store.jobs.get(rescue.job_id)
+            if row is None:
+                continue
+            attempts = row.attempts + 1
+            spent = attempts >= row.max_attempts
+            own.append(
+                replace(
+                    rescue,
+                    action=RescueAction.DEAD_LETTER if spent else RescueAction.REQUEUE,
+                    attempts=attempts,
+                    error="recovered from a stale worker",
+                    reason="worker_lost" if spent else None,
+                )
+            )
+        return await super().rescue_jobs(RescueJobsParams(rescues=own))
 
 
 class ClaimHandsRowsOutTwice(MemoryBackend):
     """Reads the due rows, yields to the event loop, then writes: concurrent claimers share rows."""
 
-    async def claim_jobs(
-        self, *, worker_id: str, queues: Sequence[str] | None, limit: int, mark_started: bool
-    ) -> list[JobRecord]:
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
         now = self._store.now()
         due = [
             row
             for row in self._store.jobs.values()
-            if row.status is JobStatus.QUEUED and row.scheduled_at <= now and (queues is None or row.queue in queues)
-        ][:limit]
+            if row.status is JobStatus.QUEUED
+            and row.scheduled_at <= now
+            and (params.queues is None or row.queue in params.queues)
+        ][: params.limit]
         await asyncio.sleep(0)
         claimed = []
         for row in due:
-            updated = replace(row, status=JobStatus.PROCESSING, worker_id=worker_id, updated_at=now)
+            updated = replace(row, status=JobStatus.PROCESSING, worker_id=params.worker_id, updated_at=now)
             self._store.put_job(updated)
             claimed.append(updated)
         return claimed
+
+
+class MemoryTransaction:
+    """A stand-in driver connection: what is enqueued on it waits for the commit."""
+
+    def __init__(self) -> None:
+        self.pending: list[NewJob] = []
+
+
+@contextlib.asynccontextmanager
+async def memory_transaction(backend: Backend) -> AsyncIterator[MemoryTransaction]:
+    """The `soniq_transaction` of the memory stand-ins: commit on a clean exit, drop on an error."""
+    transaction = MemoryTransaction()
+    yield transaction
+    if transaction.pending:
+        await backend.enqueue_jobs(EnqueueJobsParams(jobs=transaction.pending))
+
+
+class TransactionalMemory(MemoryBackend):
+    """A correct transactional enqueue: jobs on a `MemoryTransaction` wait for its commit."""
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return replace(super().capabilities, transactional_enqueue=True)
+
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+        if isinstance(params.connection, MemoryTransaction):
+            params.connection.pending.extend(params.jobs)
+            return
+        await super().enqueue_jobs(params)
+
+
+class EnqueuesOutsideTheTransaction(TransactionalMemory):
+    """Claims `transactional_enqueue` but writes on its own connection, committed at once."""
+
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+        await MemoryBackend.enqueue_jobs(self, replace(params, connection=None))

@@ -27,11 +27,37 @@ def test_url_form_runs_the_whole_suite_against_memory(pytester: pytest.Pytester)
     recorder = pytester.inline_run(
         "-p", "no:cacheprovider", "--pyargs", "soniq_contract_tests", "--soniq-url", "memory://"
     )
-    passed, skipped, failed = _by_outcome(recorder)
+    passed, _skipped, failed = _by_outcome(recorder)
     assert failed == []
     contract_passed = [nodeid for nodeid in passed if CONTRACT_CLASS in nodeid]
-    assert len(contract_passed) >= 70
-    assert [nodeid for nodeid in skipped if CONTRACT_CLASS in nodeid] == []
+    assert len(contract_passed) >= 100
+    # What does not apply to memory:// says why; the real-process scenarios are deselected, not skipped.
+    reasons = {
+        report.nodeid.split("::")[-1]: str(report.longrepr)
+        for report in recorder.getreports("pytest_runtest_logreport")
+        if report.skipped
+    }
+    assert set(reasons) == {
+        "test_transactional_enqueue_is_invisible_until_the_caller_commits",
+        "test_transactional_enqueue_is_undone_by_the_callers_rollback",
+        "test_prepare_worker_refuses_what_it_cannot_serve_with_a_soniq_error",
+    }
+    assert all("transactional_enqueue is False" in reasons[name] for name in reasons if "transactional" in name)
+    assert "soniq_unservable_worker" in reasons["test_prepare_worker_refuses_what_it_cannot_serve_with_a_soniq_error"]
+    deselected = [item.nodeid for call in recorder.getcalls("pytest_deselected") for item in call.items]
+    assert len(deselected) == 12
+    assert all("TestBackendContract::test_" in nodeid for nodeid in deselected)
+
+
+def test_url_form_keeps_the_process_scenarios_for_a_shared_store(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    recorder = pytester.inline_run(
+        "-p", "no:cacheprovider", "--pyargs", "soniq_contract_tests", "--collect-only",
+        "--soniq-url", f"sqlite:///{tmp_path}/url-form.db", "-m", "soniq_worker_process",
+    )  # fmt: skip
+    (finished,) = recorder.getcalls("pytest_collection_finish")
+    selected = [item.nodeid.split("::")[-1] for item in finished.session.items]
+    assert len(selected) == 12
+    assert "test_sigkill_leaves_the_row_processing_and_a_later_process_recovers_and_completes_it" in selected
 
 
 def test_url_form_reads_the_url_from_the_environment(

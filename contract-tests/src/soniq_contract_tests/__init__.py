@@ -1,29 +1,29 @@
 """soniq-contract-tests: the pytest suite every Soniq backend must pass.
 
-Import `BackendContractSuite` (the class form) and `UrlBackendFactory` from
-here. This package is also a pytest plugin loaded in every session, so names
-are resolved lazily: importing it imports neither soniq nor the tests.
+Import `BackendContractSuite` (the class form, from `suite/`),
+`UrlBackendFactory` and the fixture types from here. The pytest plugin loads
+this package in every session, so names are resolved lazily: importing it
+imports neither soniq nor the tests.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
-__all__ = ["BackendContractSuite", "BackendFactory", "ContractHarness", "UrlBackendFactory"]
+__all__ = ["BackendContractSuite", "BackendFactory", "ContractHarness", "TransactionFactory", "UrlBackendFactory"]
 
 if TYPE_CHECKING:
     from soniq_contract_tests.harness import BackendFactory, ContractHarness, UrlBackendFactory
-    from soniq_contract_tests.suite import BackendContractSuite
+    from soniq_contract_tests.suite import BackendContractSuite, TransactionFactory
 
 
 def __getattr__(name: str) -> Any:
-    if name == "BackendContractSuite":
-        from soniq_contract_tests.suite import BackendContractSuite
-
-        return BackendContractSuite
+    # Through sys.modules, not this package's attributes: pytester runs restore
+    # sys.modules between sessions and leave stale submodule attributes behind.
+    if name in ("BackendContractSuite", "TransactionFactory"):
+        return getattr(importlib.import_module("soniq_contract_tests.suite"), name)
     if name in ("BackendFactory", "ContractHarness", "UrlBackendFactory"):
-        from soniq_contract_tests import harness
-
-        return getattr(harness, name)
+        return getattr(importlib.import_module("soniq_contract_tests.harness"), name)
     raise AttributeError(f"module 'soniq_contract_tests' has no attribute {name!r}")

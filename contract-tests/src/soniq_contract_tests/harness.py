@@ -16,7 +16,20 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from soniq.backend import Backend
+from soniq.params import (
+    ClaimJobsParams,
+    CompleteJobsParams,
+    EnqueueJobsParams,
+    GetJobParams,
+    HeartbeatParams,
+    JobResult,
+    MarkStartedParams,
+    QueueStatsParams,
+    RegisterWorkerParams,
+    RetryJobParams,
+)
 from soniq.records import JobRecord, NewJob, RecoveryResult, StaleJobPolicy, WorkerInfo
+from soniq.rescue import sweep_stale_workers
 
 BackendFactory = Callable[[str], Backend]
 """Builds an unconnected backend for a namespace (like ``from_url(url, namespace=...)``).
@@ -73,7 +86,7 @@ class ContractHarness:
         await backend.connect()
         try:
             await backend.setup()
-            stats = await backend.queue_stats()
+            stats = await backend.queue_stats(QueueStatsParams())
             if stats.total or await backend.list_workers():
                 raise AssertionError(
                     f"the backend built for the fresh namespace {namespace!r} is not empty ({stats}); "
@@ -124,12 +137,25 @@ def new_job(**fields: Any) -> NewJob:
 
 async def enqueue(backend: Backend, **fields: Any) -> JobRecord:
     job = new_job(**fields)
-    await backend.enqueue_jobs(jobs=[job])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
     return await must_get(backend, job.id)
 
 
+async def complete_one(backend: Backend, *, job_id: str, worker_id: str, result: Any) -> bool:
+    """One row through the batched completion write; True when it was written."""
+    written = await backend.complete_jobs(
+        CompleteJobsParams(worker_id=worker_id, results=[JobResult(job_id=job_id, result=result)])
+    )
+    return job_id in written
+
+
+async def mark_started_one(backend: Backend, *, job_id: str, worker_id: str) -> bool:
+    written = await backend.mark_started(MarkStartedParams(worker_id=worker_id, job_ids=[job_id]))
+    return job_id in written
+
+
 async def must_get(backend: Backend, job_id: str) -> JobRecord:
-    row = await backend.get_job(job_id=job_id)
+    row = await backend.get_job(GetJobParams(job_id=job_id))
     if row is None:
         raise AssertionError(f"get_job({job_id!r}) returned None; the row should exist")
     return row
@@ -145,7 +171,9 @@ async def enqueue_and_claim(
     """Enqueue one job on a queue of its own, claim exactly that row for `worker_id`, return it as stored."""
     fields.setdefault("queue", unique_queue())
     job = await enqueue(backend, **fields)
-    claimed = await backend.claim_jobs(worker_id=worker_id, queues=[job.queue], limit=1, mark_started=mark_started)
+    claimed = await backend.claim_jobs(
+        ClaimJobsParams(worker_id=worker_id, queues=[job.queue], limit=1, mark_started=mark_started)
+    )
     if [row.id for row in claimed] != [job.id]:
         raise AssertionError(f"claiming the only due row {job.id} of queue {job.queue!r} returned {claimed!r}")
     return await must_get(backend, job.id)
@@ -155,7 +183,9 @@ async def enqueue_with_history(backend: Backend, *, error: str = "boom", **field
     """A queued row that already failed once: attempts 1 and `last_error` set, due now."""
     row = await enqueue_and_claim(backend, worker_id="history-worker", mark_started=True, **fields)
     due = utc_now() - timedelta(seconds=1)
-    if not await backend.retry_job(job_id=row.id, worker_id="history-worker", error=error, scheduled_at=due):
+    if not await backend.retry_job(
+        RetryJobParams(job_id=row.id, worker_id="history-worker", error=error, scheduled_at=due)
+    ):
         raise AssertionError("retry_job by the owner returned False")
     return await must_get(backend, row.id)
 
@@ -172,7 +202,7 @@ def worker_info(worker_id: str | None = None, *, queues: tuple[str, ...] | None 
 
 async def register(backend: Backend, worker_id: str | None = None) -> str:
     info = worker_info(worker_id)
-    await backend.register_worker(worker=info)
+    await backend.register_worker(RegisterWorkerParams(worker=info))
     return info.id
 
 
@@ -198,7 +228,7 @@ async def heartbeating(backend: Backend, worker_ids: Iterable[str], *, interval:
     async def beat() -> None:
         while True:
             for worker_id in ids:
-                if not await backend.heartbeat(worker_id=worker_id):
+                if not await backend.heartbeat(HeartbeatParams(worker_id=worker_id)):
                     raise AssertionError(f"heartbeat of live worker {worker_id} returned False")
             await asyncio.sleep(interval)
 
@@ -227,7 +257,7 @@ async def sweep_until_stale(
     earlier: list[RecoveryResult] = []
     give_up = time.monotonic() + harness.stale_deadline
     while True:
-        result = await backend.recover_stale_workers(heartbeat_timeout=timeout, policy=policy)
+        result = await sweep(backend, heartbeat_timeout=timeout, policy=policy)
         if not result.skipped:
             if stale_worker in result.stale_workers:
                 return result, earlier
@@ -238,6 +268,11 @@ async def sweep_until_stale(
                 f"reported it stale within {harness.stale_deadline:g}s (last result: {result})"
             )
         await asyncio.sleep(timeout / 5)
+
+
+async def sweep(backend: Backend, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
+    """One sweep as a worker runs it: the backend's find and rescue around core's decision."""
+    return await sweep_stale_workers(backend, heartbeat_timeout=heartbeat_timeout, policy=policy)
 
 
 def assert_between(value: datetime | None, before: datetime, after: datetime, slack: timedelta, what: str) -> None:

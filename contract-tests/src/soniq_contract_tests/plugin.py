@@ -38,6 +38,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "soniq_contract: a test of the Soniq backend contract suite")
+    config.addinivalue_line(
+        "markers", "soniq_worker_process: a contract scenario that runs real `soniq worker` processes"
+    )
 
 
 def _suite_coroutine_function(item: pytest.Function) -> Callable[..., Any] | None:
@@ -64,19 +67,22 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
-PROCESS_SCENARIOS = SUITE_PACKAGE + ".test_worker_processes"
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect the real-process scenarios for a backend no second process can share.
+    """In the URL form, deselect what `selection` says does not apply to the URL's backend.
 
-    They do not apply to such a backend (an in-process store), so they are not
-    reported as skips: a store that several processes can share must pass them.
+    Not reported as skips: they do not apply to such a backend at all. The
+    class form learns its backend only from fixtures and skips there instead.
     """
+    from soniq_contract_tests.selection import WORKER_PROCESS_MARK, worker_processes_excluded
+
+    url_form = SUITE_PACKAGE + ".test_backend_contract"
     scenarios = [
         item
         for item in items
-        if isinstance(item, pytest.Function) and item.module is not None and item.module.__name__ == PROCESS_SCENARIOS
+        if isinstance(item, pytest.Function)
+        and item.module is not None
+        and item.module.__name__ == url_form
+        and item.get_closest_marker(WORKER_PROCESS_MARK) is not None
     ]
     if not scenarios:
         return
@@ -88,17 +94,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from soniq.discovery import backend_class_for
 
     try:
-        capabilities = backend_class_for(url).from_url(url).capabilities
+        backend = backend_class_for(url).from_url(url)
     except Exception:
-        return
-    if capabilities.shared_across_processes:
+        return  # the suite's own fixture reports a bad URL, test by test
+    reason = worker_processes_excluded(backend.capabilities, type(backend).__name__)
+    if reason is None:
         return
     config.hook.pytest_deselected(items=scenarios)
-    items[:] = [item for item in items if item not in scenarios]
-    config.stash[_DESELECTED_NOTE] = (
-        f"soniq: {len(scenarios)} real-process shutdown scenarios deselected: the backend for {url!r} "
-        "is not shared across processes (capabilities.shared_across_processes is False)"
-    )
+    chosen = set(scenarios)
+    items[:] = [item for item in items if item not in chosen]
+    config.stash[_DESELECTED_NOTE] = f"soniq: {len(scenarios)} tests deselected for {url!r}: {reason}"
 
 
 _DESELECTED_NOTE = pytest.StashKey[str]()

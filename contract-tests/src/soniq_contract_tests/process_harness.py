@@ -6,13 +6,14 @@ Every wait is on a condition with a deadline; nothing sleeps and hopes.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -80,7 +81,7 @@ class Scenario:
     """One scenario's namespace, run log and worker processes on one backend URL."""
 
     url: str
-    options: dict[str, Any]
+    options: Mapping[str, Any]
     directory: Path
     namespace: str = field(default_factory=lambda: "ct_p_" + uuid.uuid4().hex[:10])
     workers: list[WorkerProcess] = field(default_factory=list)
@@ -93,7 +94,7 @@ class Scenario:
         from soniq_contract_tests.worker_jobs import build_app
 
         merged = {"observers": "", **settings}
-        return build_app(self.url, self.namespace, **merged)
+        return build_app(self.url, self.namespace, self.options, **merged)
 
     def run(self, body: Callable[[Soniq], Any], **settings: Any) -> Any:
         """Run `body(app)` on a fresh app connected to this scenario's namespace."""
@@ -138,15 +139,23 @@ class Scenario:
         """The pids that logged `event` for `tag`, in order."""
         return read_runs(self.runlog, event, tag)
 
-    def start_worker(self, *extra: str, **settings: Any) -> WorkerProcess:
+    def environment(self, settings: Mapping[str, Any]) -> dict[str, str]:
+        """What a child process needs to build this scenario's app (see `worker_jobs`)."""
         env = dict(os.environ)
         env.update(FAST_SETTINGS)
         env.update({f"SONIQ_{k.upper()}": str(v) for k, v in settings.items()})
-        env["SONIQ_CT_URL"] = self.url
-        env["SONIQ_CT_NAMESPACE"] = self.namespace
-        env["SONIQ_CT_RUNLOG"] = str(self.runlog)
-        env["PYTHONUNBUFFERED"] = "1"
+        env.update(
+            SONIQ_CT_URL=self.url,
+            SONIQ_CT_NAMESPACE=self.namespace,
+            SONIQ_CT_OPTIONS=json.dumps(dict(self.options)),
+            SONIQ_CT_RUNLOG=str(self.runlog),
+            PYTHONUNBUFFERED="1",
+        )
         env.pop("SONIQ_DATABASE_URL", None)
+        return env
+
+    def start_worker(self, *extra: str, **settings: Any) -> WorkerProcess:
+        env = self.environment(settings)
         stderr_path = self.directory / f"worker-{len(self.workers)}.log"
         handle = open(stderr_path, "wb")  # noqa: SIM115 - the child owns it until it exits
         popen = subprocess.Popen(
@@ -163,10 +172,7 @@ class Scenario:
         return worker
 
     def run_cli(self, *args: str, **settings: Any) -> subprocess.CompletedProcess[str]:
-        env = dict(os.environ)
-        env.update(FAST_SETTINGS)
-        env.update({f"SONIQ_{k.upper()}": str(v) for k, v in settings.items()})
-        env.update(SONIQ_CT_URL=self.url, SONIQ_CT_NAMESPACE=self.namespace, SONIQ_CT_RUNLOG=str(self.runlog))
+        env = self.environment(settings)
         return subprocess.run(
             [sys.executable, "-m", "soniq", *args, "--jobs-modules", "soniq_contract_tests.worker_jobs"],
             env=env,
@@ -204,7 +210,7 @@ def read_runs(path: Path, event: str, tag: str) -> list[int]:
     return [int(parts[2]) for parts in lines if parts[:2] == [event, tag]]
 
 
-def scenarios(url: str, options: dict[str, Any], directory: Path) -> Iterator[Scenario]:
+def scenarios(url: str, options: Mapping[str, Any], directory: Path) -> Iterator[Scenario]:
     scenario = Scenario(url=url, options=options, directory=directory)
     try:
         yield scenario

@@ -2,7 +2,10 @@
 
 The backend class is the one registered for the URL's scheme in the
 ``soniq.backends`` entry-point group; ``--soniq-option key=value`` adds
-keywords to its ``from_url``.
+keywords to its ``from_url``. The worker processes of the real-process
+scenarios open the same URL with the same options, and for a PostgreSQL URL
+the transactional-enqueue contract opens its own asyncpg connection to it
+(both derived from the `UrlBackendFactory`, as in the class form).
 """
 
 from __future__ import annotations
@@ -51,3 +54,7 @@ class TestBackendContract(BackendContractSuite):
     @pytest.fixture
     def soniq_backend_factory(self, soniq_url_factory: UrlBackendFactory) -> BackendFactory:
         return soniq_url_factory
+
+    @pytest.fixture
+    def soniq_worker_url(self, soniq_url_factory: UrlBackendFactory) -> str | None:
+        return soniq_url_factory.url

@@ -1,8 +1,9 @@
 """Jobs that the process scenarios run inside real ``soniq worker`` processes.
 
 Imported by the child as ``--jobs-modules soniq_contract_tests.worker_jobs``;
-the child builds its app from ``SONIQ_CT_URL`` and ``SONIQ_CT_NAMESPACE``
-(every other setting comes from the usual ``SONIQ_*`` variables). Each
+the child builds its app from ``SONIQ_CT_URL``, ``SONIQ_CT_NAMESPACE`` and
+the JSON ``SONIQ_CT_OPTIONS`` (extra `from_url` keywords; every other
+setting comes from the usual ``SONIQ_*`` variables). Each
 handler appends ``<event> <tag> <pid>`` to the file named by
 ``SONIQ_CT_RUNLOG`` so a test can wait on what really ran, and where.
 """
@@ -10,9 +11,11 @@ handler appends ``<event> <tag> <pid>`` to the file named by
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from soniq import Soniq
@@ -29,9 +32,14 @@ def log_run(event: str, tag: str) -> int:
         return sum(1 for line in handle if line.split(" ")[:2] == [event, tag])
 
 
-def build_app(url: str, namespace: str | None, **settings: Any) -> Soniq:
-    options = {"namespace": namespace} if namespace else None
-    app = Soniq(url, backend_options=options, **settings)
+def backend_options(namespace: str | None, extra: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The `from_url` keywords of a scenario's app: its namespace plus the suite's options."""
+    options = {**(extra or {}), **({"namespace": namespace} if namespace else {})}
+    return options or None
+
+
+def build_app(url: str, namespace: str | None, options: Mapping[str, Any] | None = None, **settings: Any) -> Soniq:
+    app = Soniq(url, backend_options=backend_options(namespace, options), **settings)
 
     @app.job(name="ct.sleep_async", max_retries=3)
     async def sleep_async(tag: str, seconds: float) -> str:
@@ -69,4 +77,8 @@ def build_app(url: str, namespace: str | None, **settings: Any) -> Soniq:
 
 
 if os.environ.get("SONIQ_CT_URL"):
-    app = build_app(os.environ["SONIQ_CT_URL"], os.environ.get("SONIQ_CT_NAMESPACE") or None)
+    app = build_app(
+        os.environ["SONIQ_CT_URL"],
+        os.environ.get("SONIQ_CT_NAMESPACE") or None,
+        json.loads(os.environ.get("SONIQ_CT_OPTIONS") or "{}"),
+    )

@@ -32,13 +32,12 @@ async def test_buffered_rows_are_released_and_running_ones_nacked(
     backend: Any = app.backend
     task = asyncio.create_task(app.run_worker(concurrency=2, install_signal_handlers=False))
     await wait_until(
-        lambda: app.current_worker is not None and len(started) == 2 and len(app.current_worker.buffer) == 6
+        lambda: len(started) == 2 and sum(1 for i in ids if backend.jobs[i].status.value == "processing") == 8
     )
-    assert sum(1 for i in ids if backend.jobs[i].status.value == "processing") == 8
-    buffered = [run.job.id for run in app.current_worker.buffer]
     # A buffered row's handler has not started, and the store knows it.
-    assert all(backend.jobs[i].started_at is None for i in buffered)
-    app.current_worker.request_stop("SIGTERM")
+    buffered = [i for i in ids if backend.jobs[i].started_at is None]
+    assert len(buffered) == 6
+    app.current_worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 10)
     assert summary.states == [
         WorkerState.RUNNING,
@@ -74,7 +73,7 @@ async def test_with_prefetch_zero_the_claim_marks_the_start(fast_settings: dict[
     assert backend.jobs[job_id].started_at is not None
     gate.set()
     await wait_until(lambda: backend.jobs[job_id].status.value == "done")
-    app.current_worker.request_stop("stop")
+    app.current_worker.stop("stop")
     await asyncio.wait_for(task, 5)
 
 

@@ -12,6 +12,8 @@ import pytest
 from soniq import InMemoryMetricsSink, Soniq, WorkerState
 from soniq.observers import NackEvent, RecordingObserver, ShutdownNotice
 
+from .conftest import _wait_until
+
 pytestmark = pytest.mark.asyncio
 
 R, D, F, W, S = (
@@ -31,11 +33,10 @@ def make_app(fast_settings: dict[str, Any], **settings: Any) -> tuple[Soniq, InM
 
 
 async def start_worker(app: Soniq, **kwargs: Any) -> asyncio.Task[Any]:
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False, **kwargs))
-    for _ in range(500):
-        if app.current_worker is not None and app.current_worker.executor is not None:
-            break
-        await asyncio.sleep(0.005)
+    worker = app.worker(install_signal_handlers=False, **kwargs)
+    task = asyncio.create_task(worker.run())
+    store: Any = app.backend
+    await _wait_until(lambda: worker.worker_id in store.workers, timeout=5)
     return task
 
 
@@ -49,7 +50,7 @@ async def test_idle_stop_goes_straight_from_draining_to_stopped(fast_settings: d
     app, _, observer = make_app(fast_settings)
     task = await start_worker(app)
     started = time.monotonic()
-    app.current_worker.request_stop("SIGTERM")
+    app.current_worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 5)
     assert summary.states == [R, D, S]
     assert time.monotonic() - started < 1.0
@@ -70,8 +71,8 @@ async def test_clean_drain_lets_the_running_async_job_finish(fast_settings: dict
     job_id = await app.enqueue(slow)
     task = await start_worker(app)
     await wait_until(lambda: job_row(app, job_id), timeout=5)
-    await wait_until(lambda: app.current_worker.active, timeout=5)
-    app.current_worker.request_stop("SIGTERM")
+    await wait_until(lambda: app.current_worker.in_flight, timeout=5)
+    app.current_worker.stop("SIGTERM")
     await wait_until(lambda: app.current_worker.state is D)
     release.set()
     summary = await asyncio.wait_for(task, 5)
@@ -96,11 +97,11 @@ async def test_async_force_path_nacks_with_the_seed_field_set(fast_settings: dic
     job_id = await app.enqueue(forever)
     backend: Any = app.backend
     task = await start_worker(app)
-    await wait_until(lambda: app.current_worker.active.get(job_id) is not None)
+    await wait_until(lambda: job_id in app.current_worker.in_flight)
     await wait_until(lambda: backend.jobs[job_id].status.value == "processing")
     claimed = backend.jobs[job_id]
     started = time.monotonic()
-    app.current_worker.request_stop("SIGTERM")
+    app.current_worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 10)
     elapsed = time.monotonic() - started
     assert summary.states == [R, D, F, S]
@@ -135,8 +136,8 @@ async def test_sync_thread_is_waited_for_past_its_grace_then_marked_done(
 
     job_id = await app.enqueue(blocking)
     task = await start_worker(app)
-    await wait_until(lambda: app.current_worker.executor.live_threads)
-    app.current_worker.request_stop("SIGTERM")
+    await wait_until(lambda: app.current_worker.threads_running)
+    app.current_worker.stop("SIGTERM")
     await wait_until(lambda: any(isinstance(e, ShutdownNotice) for e in observer.events), timeout=5)
     worker = app.current_worker
     assert worker.state is W
@@ -171,8 +172,8 @@ async def test_sync_thread_returning_within_grace_is_marked_without_grace_expiry
 
     job_id = await app.enqueue(blocking)
     task = await start_worker(app)
-    await wait_until(lambda: app.current_worker.executor.live_threads)
-    app.current_worker.request_stop("SIGTERM")
+    await wait_until(lambda: app.current_worker.threads_running)
+    app.current_worker.stop("SIGTERM")
     await wait_until(lambda: app.current_worker.state is W)
     gate.set()
     summary = await asyncio.wait_for(task, 5)
@@ -197,11 +198,11 @@ async def test_second_stop_during_draining_goes_straight_to_force(
 
     job_id = await app.enqueue(forever)
     task = await start_worker(app)
-    await wait_until(lambda: app.current_worker.active.get(job_id) is not None)
-    app.current_worker.request_stop("SIGTERM")
+    await wait_until(lambda: job_id in app.current_worker.in_flight)
+    app.current_worker.stop("SIGTERM")
     await wait_until(lambda: app.current_worker.state is D)
     started = time.monotonic()
-    app.current_worker.request_stop("SIGTERM")
+    app.current_worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 10)
     assert time.monotonic() - started < 5
     assert summary.states == [R, D, F, S]
@@ -222,11 +223,11 @@ async def test_claimed_sync_job_waiting_for_a_permit_takes_the_async_branch(
 
     first = await app.enqueue(blocking, n=1)
     task = await start_worker(app, concurrency=2)
-    await wait_until(lambda: app.current_worker.executor.live_threads)
+    await wait_until(lambda: app.current_worker.threads_running)
     second = await app.enqueue(blocking, n=2)
-    await wait_until(lambda: second in app.current_worker.active)
-    await wait_until(lambda: app.current_worker.active[second].phase.value == "waiting_permit")
-    app.current_worker.request_stop("SIGTERM")
+    await wait_until(lambda: second in app.current_worker.in_flight)
+    await wait_until(lambda: app.current_worker.phase_of(second).value == "waiting_permit")
+    app.current_worker.stop("SIGTERM")
     await wait_until(lambda: app.current_worker.state is W)
     gate.set()
     summary = await asyncio.wait_for(task, 5)
@@ -249,8 +250,8 @@ async def test_job_timeout_during_draining_fails_the_job_and_counts_an_attempt(
 
     job_id = await app.enqueue(forever)
     task = await start_worker(app)
-    await wait_until(lambda: app.current_worker.active.get(job_id) is not None)
-    app.current_worker.request_stop("SIGTERM")
+    await wait_until(lambda: job_id in app.current_worker.in_flight)
+    app.current_worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 5)
     assert summary.states == [R, D, S]
     row = await job_row(app, job_id)
@@ -269,8 +270,8 @@ async def test_no_claims_while_draining(fast_settings: dict[str, Any], wait_unti
 
     first = await app.enqueue(slow)
     task = await start_worker(app, concurrency=4)
-    await wait_until(lambda: first in app.current_worker.active)
-    app.current_worker.request_stop("SIGTERM")
+    await wait_until(lambda: first in app.current_worker.in_flight)
+    app.current_worker.stop("SIGTERM")
     await wait_until(lambda: app.current_worker.state is D)
     late = await app.enqueue(slow)
     await asyncio.sleep(0.2)  # several poll intervals in which a claim would have happened
@@ -295,9 +296,9 @@ async def test_nacks_never_spend_the_retry_budget(fast_settings: dict[str, Any],
     job_id = await app.enqueue(eventually)
     for _ in range(3):
         task = await start_worker(app)
-        await wait_until(lambda: job_id in app.current_worker.active)
+        await wait_until(lambda: job_id in app.current_worker.in_flight)
         await wait_until(lambda: runs["n"] >= 1)
-        app.current_worker.request_stop("SIGTERM")
+        app.current_worker.stop("SIGTERM")
         summary = await asyncio.wait_for(task, 5)
         assert summary.nacked_job_ids == [job_id]
         row = await job_row(app, job_id)

@@ -1,4 +1,4 @@
-"""The optional worker hooks: `on_worker_started` and `on_recovery`."""
+"""The worker's bus hooks around its life: `on_worker_started`, and `on_recovery` from its own sweep loop."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from soniq import BaseObserver, Soniq
+from soniq.bus import ObservationBus
 from soniq.observers import RecoveryEvent, WorkerStartedEvent
+from soniq.params import ClaimJobsParams, RegisterWorkerParams
 from soniq.records import WorkerInfo
 
 pytestmark = pytest.mark.asyncio
@@ -26,33 +28,41 @@ class Hooks(BaseObserver):
         self.recoveries.append(event)
 
 
-class OnlyTheRequiredHooks:
-    """A third-party observer written before the optional hooks existed."""
+class OnlyTheOlderHooks:
+    """A duck-typed third-party observer written before `on_worker_started` existed."""
 
-    def __getattr__(self, name: str) -> Any:
-        if name in ("on_worker_started", "on_recovery"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: None
+    def __init__(self) -> None:
+        self.stopped: list[str] = []
+
+    def on_worker_stopped(self, worker_id: str) -> None:
+        self.stopped.append(worker_id)
 
 
-async def test_started_carries_the_app_and_a_sweep_that_wrote_is_reported(
+async def test_a_hook_an_observer_lacks_is_not_wanted() -> None:
+    assert not ObservationBus([BaseObserver(), OnlyTheOlderHooks()]).wants("on_worker_started")
+    assert ObservationBus([Hooks()]).wants("on_worker_started")
+
+
+async def test_started_carries_the_app_and_the_worker_s_own_sweep_is_reported(
     fast_settings: dict[str, Any], wait_until: Any
 ) -> None:
-    hooks = Hooks()
-    app = Soniq("memory://", extra_observers=[hooks, OnlyTheRequiredHooks()], **fast_settings)  # type: ignore[list-item]
+    hooks, older = Hooks(), OnlyTheOlderHooks()
+    app = Soniq("memory://", extra_observers=[hooks, older], **fast_settings)  # type: ignore[list-item]
 
     @app.job
     async def lost() -> None:
         return None
 
     job_id = await app.enqueue(lost)
-    backend = await app.connected_backend()
+    backend: Any = await app.connected_backend()
     # A worker that claimed the row and then died without a word.
-    await backend.register_worker(worker=WorkerInfo(id="gone", hostname="h", pid=1, queues=None, concurrency=1))
-    assert [r.id for r in await backend.claim_jobs(worker_id="gone", queues=None, limit=1, mark_started=True)] == [
-        job_id
-    ]
-    task = asyncio.ensure_future(app.run_worker(install_signal_handlers=False))
+    await backend.register_worker(
+        RegisterWorkerParams(WorkerInfo(id="gone", hostname="h", pid=1, queues=None, concurrency=1))
+    )
+    claimed = await backend.claim_jobs(ClaimJobsParams(worker_id="gone", queues=None, limit=1, mark_started=True))
+    assert [row.id for row in claimed] == [job_id]
+    backend.age_worker("gone", 3600)
+    task = asyncio.ensure_future(app.run_worker(queues=["default"], install_signal_handlers=False))
     try:
         await wait_until(lambda: hooks.recoveries, timeout=10)
     finally:
@@ -61,7 +71,11 @@ async def test_started_carries_the_app_and_a_sweep_that_wrote_is_reported(
     (started,) = hooks.started
     assert started.app is app
     assert started.worker_id == app.current_worker.worker_id
+    assert started.queues == ("default",)
+    assert started.concurrency == app.current_worker.concurrency
     (recovery,) = hooks.recoveries
+    assert recovery.worker_id == started.worker_id
     assert recovery.result.stale_workers == ("gone",)
-    assert recovery.result.requeued == (job_id,)
+    assert [(r.job_id, r.action.value) for r in recovery.rescues] == [(job_id, "requeue")]
+    assert older.stopped == [started.worker_id]
     await app.close()

@@ -81,7 +81,7 @@ class RunningWorker:
     async def stop(self, *, times: int = 1) -> None:
         worker = await self.started()
         for _ in range(times):
-            worker.request_stop("SIGTERM")
+            worker.stop("SIGTERM")
 
     async def summary(self, timeout: float = 15.0) -> Any:
         return await asyncio.wait_for(self.task, timeout)

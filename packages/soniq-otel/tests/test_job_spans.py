@@ -188,7 +188,7 @@ async def test_a_failed_enqueue_ends_its_producer_span_with_the_error(tracing: T
     backend: Any = app.backend
     original = backend.enqueue_jobs
 
-    async def broken(**kwargs: Any) -> None:
+    async def broken(params: Any, /) -> None:
         raise ConnectionError("store went away")
 
     backend.enqueue_jobs = broken

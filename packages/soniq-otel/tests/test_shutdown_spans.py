@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
@@ -193,7 +194,7 @@ async def test_second_signal_skips_the_rest_of_draining(tracing: Tracing) -> Non
         await asyncio.wait_for(started.wait(), 10)
         await worker.stop()
         await wait_until(lambda: app.current_worker.state is WorkerState.DRAINING)
-        app.current_worker.request_stop("SIGTERM")
+        app.current_worker.stop("SIGTERM")
         summary = await worker.summary()
 
         root, steps = check_shape(tracing, summary.worker_id)
@@ -225,7 +226,9 @@ async def test_prefetched_rows_are_released_with_a_nack_span_each(tracing: Traci
         ids = await app.enqueue_many(one_at_a_time, [{}, {}, {}])
         worker = RunningWorker(app, concurrency=1)
         await asyncio.wait_for(started.wait(), 10)
-        await wait_until(lambda: len(app.current_worker.buffer) == 2)
+        store: Any = app.backend
+        # All three claimed, one started: the other two wait in the prefetch buffer.
+        await wait_until(lambda: sum(1 for i in ids if store.jobs[i].status.value == "processing") == 3)
         await worker.stop()
         await wait_until(lambda: len(tracing.spans(a.SPAN_JOB_NACK)) == 2)
         release.set()

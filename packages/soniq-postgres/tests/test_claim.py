@@ -11,6 +11,18 @@ from typing import Any
 import asyncpg
 import pytest
 
+from soniq.params import (
+    ClaimJobsParams,
+    CompleteJobsParams,
+    DeadLetterJobParams,
+    EnqueueJobsParams,
+    GetJobParams,
+    JobResult,
+    MarkStartedParams,
+    NackJobParams,
+    RetryJobParams,
+    SnoozeJobParams,
+)
 from soniq.records import JobStatus, NewJob
 from soniq_postgres import PostgresBackend
 from soniq_postgres.queries import Queries
@@ -62,9 +74,9 @@ async def test_claim_takes_several_rows_in_priority_then_schedule_order(
     early = make_job(priority=100, scheduled_at=now - timedelta(seconds=5))
     urgent = make_job(priority=1)
     future = make_job(priority=0, scheduled_at=now + timedelta(hours=1))
-    await backend.enqueue_jobs(jobs=[late, early, urgent, future])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[late, early, urgent, future]))
 
-    claimed = await backend.claim_jobs(worker_id="w1", queues=None, limit=10, mark_started=False)
+    claimed = await backend.claim_jobs(ClaimJobsParams(worker_id="w1", queues=None, limit=10, mark_started=False))
     assert [job.id for job in claimed] == [urgent.id, early.id, late.id]
     assert all(job.status is JobStatus.PROCESSING and job.worker_id == "w1" for job in claimed)
     assert all(job.started_at is None and job.attempts == 0 for job in claimed)
@@ -74,14 +86,21 @@ async def test_claim_filters_by_queue_and_marks_started(
     backend: PostgresBackend, make_job: Callable[..., NewJob]
 ) -> None:
     mail, sms, other = make_job(queue="mail"), make_job(queue="sms"), make_job(queue="other")
-    await backend.enqueue_jobs(jobs=[mail, sms, other])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[mail, sms, other]))
 
-    one = await backend.claim_jobs(worker_id="w", queues=["sms"], limit=5, mark_started=True)
+    one = await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=["sms"], limit=5, mark_started=True))
     assert [job.id for job in one] == [sms.id]
     assert one[0].started_at is not None
-    two = await backend.claim_jobs(worker_id="w", queues=["mail", "other"], limit=5, mark_started=False)
+    two = await backend.claim_jobs(
+        ClaimJobsParams(worker_id="w", queues=["mail", "other"], limit=5, mark_started=False)
+    )
     assert {job.id for job in two} == {mail.id, other.id}
-    assert await backend.claim_jobs(worker_id="w", queues=["mail", "sms", "other"], limit=5, mark_started=False) == []
+    assert (
+        await backend.claim_jobs(
+            ClaimJobsParams(worker_id="w", queues=["mail", "sms", "other"], limit=5, mark_started=False)
+        )
+        == []
+    )
 
 
 async def test_concurrent_claimers_in_separate_pools_never_share_a_row(
@@ -89,12 +108,14 @@ async def test_concurrent_claimers_in_separate_pools_never_share_a_row(
 ) -> None:
     producer = await make_backend()
     jobs = [make_job() for _ in range(400)]
-    await producer.enqueue_jobs(jobs=jobs)
+    await producer.enqueue_jobs(EnqueueJobsParams(jobs=jobs))
     claimers = [await make_backend() for _ in range(4)]
 
     async def drain(backend: PostgresBackend, worker: str) -> list[str]:
         taken: list[str] = []
-        while batch := await backend.claim_jobs(worker_id=worker, queues=None, limit=7, mark_started=False):
+        while batch := await backend.claim_jobs(
+            ClaimJobsParams(worker_id=worker, queues=None, limit=7, mark_started=False)
+        ):
             taken.extend(job.id for job in batch)
         return taken
 
@@ -107,40 +128,65 @@ async def test_fenced_writes_apply_only_for_the_owner(
     backend: PostgresBackend, make_job: Callable[..., NewJob]
 ) -> None:
     job = make_job()
-    await backend.enqueue_jobs(jobs=[job])
-    await backend.claim_jobs(worker_id="owner", queues=None, limit=1, mark_started=True)
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
+    await backend.claim_jobs(ClaimJobsParams(worker_id="owner", queues=None, limit=1, mark_started=True))
     later = datetime.now(UTC) + timedelta(minutes=1)
 
-    assert not await backend.complete_job(job_id=job.id, worker_id="intruder", result=1)
-    assert not await backend.retry_job(job_id=job.id, worker_id="intruder", error="x", scheduled_at=later)
-    assert not await backend.snooze_job(job_id=job.id, worker_id="intruder", scheduled_at=later)
-    assert not await backend.nack_job(job_id=job.id, worker_id="intruder")
-    assert not await backend.mark_started(job_id=job.id, worker_id="intruder")
-    assert not await backend.dead_letter_job(job_id=job.id, worker_id="intruder", error="x", reason="zombie")
-    record = await backend.get_job(job_id=job.id)
+    assert (
+        await backend.complete_jobs(CompleteJobsParams(worker_id="intruder", results=[JobResult(job.id, 1)])) == set()
+    )
+    assert not await backend.retry_job(
+        RetryJobParams(job_id=job.id, worker_id="intruder", error="x", scheduled_at=later)
+    )
+    assert not await backend.snooze_job(SnoozeJobParams(job_id=job.id, worker_id="intruder", scheduled_at=later))
+    assert not await backend.nack_job(NackJobParams(job_id=job.id, worker_id="intruder"))
+    assert await backend.mark_started(MarkStartedParams(worker_id="intruder", job_ids=[job.id])) == set()
+    assert not await backend.dead_letter_job(
+        DeadLetterJobParams(job_id=job.id, worker_id="intruder", error="x", reason="zombie")
+    )
+    record = await backend.get_job(GetJobParams(job_id=job.id))
     assert record is not None
     assert record.status is JobStatus.PROCESSING
     assert record.worker_id == "owner"
 
-    assert await backend.complete_job(job_id=job.id, worker_id="owner", result={"n": [1, 2]})
-    done = await backend.get_job(job_id=job.id)
+    written = await backend.complete_jobs(
+        CompleteJobsParams(worker_id="owner", results=[JobResult(job.id, {"n": [1, 2]})])
+    )
+    assert written == {job.id}
+    done = await backend.get_job(GetJobParams(job_id=job.id))
     assert done is not None
     assert done.status is JobStatus.DONE
     assert done.result == {"n": [1, 2]}
     assert done.worker_id is None
 
 
-async def test_private_batch_complete_is_fenced_per_row(
-    backend: PostgresBackend, make_job: Callable[..., NewJob]
-) -> None:
+async def test_batch_complete_is_fenced_per_row(backend: PostgresBackend, make_job: Callable[..., NewJob]) -> None:
     mine, theirs = make_job(), make_job()
-    await backend.enqueue_jobs(jobs=[mine, theirs])
-    await backend.claim_jobs(worker_id="a", queues=None, limit=1, mark_started=True)
-    await backend.claim_jobs(worker_id="b", queues=None, limit=1, mark_started=True)
-    first = await backend.get_job(job_id=mine.id)
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[mine, theirs]))
+    await backend.claim_jobs(ClaimJobsParams(worker_id="a", queues=None, limit=1, mark_started=True))
+    await backend.claim_jobs(ClaimJobsParams(worker_id="b", queues=None, limit=1, mark_started=True))
+    first = await backend.get_job(GetJobParams(job_id=mine.id))
     owner_of_mine = first.worker_id if first else None
     assert owner_of_mine in ("a", "b")
 
-    completed = await backend.complete_jobs(worker_id="a", results=[(mine.id, 1), (theirs.id, 2)])
+    completed = await backend.complete_jobs(
+        CompleteJobsParams(worker_id="a", results=[JobResult(mine.id, 1), JobResult(theirs.id, 2)])
+    )
     a_row = mine.id if owner_of_mine == "a" else theirs.id
     assert completed == {a_row}
+
+
+async def test_mark_started_writes_many_rows_each_fenced_on_its_own(
+    backend: PostgresBackend, make_job: Callable[..., NewJob]
+) -> None:
+    jobs = [make_job() for _ in range(3)]
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=jobs))
+    mine = await backend.claim_jobs(ClaimJobsParams(worker_id="a", queues=None, limit=2, mark_started=False))
+    theirs = await backend.claim_jobs(ClaimJobsParams(worker_id="b", queues=None, limit=1, mark_started=False))
+    ids = [row.id for row in mine + theirs]
+
+    assert await backend.mark_started(MarkStartedParams(worker_id="a", job_ids=ids)) == {row.id for row in mine}
+    rows = {job_id: await backend.get_job(GetJobParams(job_id=job_id)) for job_id in ids}
+    started = {job_id for job_id, row in rows.items() if row is not None and row.started_at is not None}
+    assert started == {row.id for row in mine}
+    assert await backend.mark_started(MarkStartedParams(worker_id="a", job_ids=[])) == set()

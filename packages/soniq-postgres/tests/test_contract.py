@@ -2,11 +2,36 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
+import asyncpg
 import pytest
 
+from soniq.backend import Backend
+from soniq.params import PrepareWorkerParams
 from soniq_contract_tests.harness import BackendFactory, UrlBackendFactory
-from soniq_contract_tests.suite import BackendContractSuite
+from soniq_contract_tests.suite import BackendContractSuite, TransactionFactory
 from soniq_postgres import PostgresBackend
+
+# The polling variant fixes its pool size, so it can also show that a worker
+# the pool cannot serve is refused; the scenarios' workers fit well inside it.
+FIXED_POOL = 20
+
+
+def caller_transaction(url: str) -> TransactionFactory:
+    """The application's side of transactional enqueue: its own connection, its own transaction."""
+
+    @contextlib.asynccontextmanager
+    async def transaction(backend: Backend) -> AsyncIterator[asyncpg.Connection]:
+        connection = await asyncpg.connect(url)
+        try:
+            async with connection.transaction():
+                yield connection
+        finally:
+            await connection.close()
+
+    return transaction
 
 
 class TestPostgresContract(BackendContractSuite):
@@ -15,13 +40,25 @@ class TestPostgresContract(BackendContractSuite):
         # Picklable, as the suite's multi-process claim test requires.
         return UrlBackendFactory(pg_url)
 
+    @pytest.fixture
+    def soniq_transaction(self, pg_url: str) -> TransactionFactory:
+        return caller_transaction(pg_url)
+
 
 class TestPostgresContractPolling(BackendContractSuite):
     """The same contract with LISTEN off, as behind PgBouncer in transaction mode."""
 
     @pytest.fixture
     def soniq_backend_factory(self, pg_url: str) -> BackendFactory:
-        return UrlBackendFactory(pg_url, {"listen": False})
+        return UrlBackendFactory(pg_url, {"listen": False, "max_size": FIXED_POOL})
+
+    @pytest.fixture
+    def soniq_transaction(self, pg_url: str) -> TransactionFactory:
+        return caller_transaction(pg_url)
+
+    @pytest.fixture
+    def soniq_unservable_worker(self) -> PrepareWorkerParams:
+        return PrepareWorkerParams(concurrency=FIXED_POOL * 3, prefetch=0)
 
 
 def test_the_url_scheme_resolves_to_this_backend(pg_url: str) -> None:

@@ -10,6 +10,7 @@ import asyncpg
 import pytest
 
 from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError
+from soniq.params import CancelJobParams, EnqueueJobsParams, GetJobParams, PrepareWorkerParams, QueueStatsParams
 from soniq.records import NewJob
 from soniq_postgres import PostgresBackend, required_pool_size
 
@@ -48,14 +49,14 @@ async def test_connection_killed_mid_operation_then_next_call_works(
     namespace: str,
 ) -> None:
     job = make_job()
-    await backend.enqueue_jobs(jobs=[job])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
     blocker = await asyncpg.connect(backend.options.dsn)
     try:
         lock = blocker.transaction()
         await lock.start()
         await blocker.execute(f'SELECT 1 FROM "{namespace}".soniq_jobs WHERE id = $1 FOR UPDATE', job.id)
         # The backend's UPDATE now waits on the row lock: kill its connection there.
-        cancelling = asyncio.create_task(backend.cancel_job(job_id=job.id))
+        cancelling = asyncio.create_task(backend.cancel_job(CancelJobParams(job_id=job.id)))
         victims: list[int] = []
 
         async def blocked() -> bool:
@@ -77,8 +78,8 @@ async def test_connection_killed_mid_operation_then_next_call_works(
     finally:
         await blocker.close()
 
-    assert await backend.cancel_job(job_id=job.id) is True
-    record = await backend.get_job(job_id=job.id)
+    assert await backend.cancel_job(CancelJobParams(job_id=job.id)) is True
+    record = await backend.get_job(GetJobParams(job_id=job.id))
     assert record is not None
     assert record.status.value == "cancelled"
 
@@ -86,7 +87,7 @@ async def test_connection_killed_mid_operation_then_next_call_works(
 async def test_every_pool_connection_killed_the_pool_recovers(
     backend: PostgresBackend, raw: asyncpg.Connection, make_job: Callable[..., NewJob]
 ) -> None:
-    await backend.enqueue_jobs(jobs=[make_job()])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[make_job()]))
     await raw.execute(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
         backend.options.application_name,
@@ -94,7 +95,7 @@ async def test_every_pool_connection_killed_the_pool_recovers(
     stats = None
     for _ in range(3):  # at most one failure per pooled connection that was idle when killed
         try:
-            stats = await backend.queue_stats()
+            stats = await backend.queue_stats(QueueStatsParams())
             break
         except BackendUnavailableError:
             continue
@@ -107,23 +108,23 @@ async def test_pool_too_small_for_the_worker_says_what_to_raise(
 ) -> None:
     backend = await make_backend(max_size=4)
     with pytest.raises(SoniqError) as caught:
-        await backend.prepare_worker(concurrency=8, prefetch=10)
+        await backend.prepare_worker(PrepareWorkerParams(concurrency=8, prefetch=10))
     needed = required_pool_size(8)
     assert needed == 10
     message = str(caught.value)
     assert f"?pool_max_size={needed}" in message
     assert "concurrency=8" in message
-    await backend.prepare_worker(concurrency=2, prefetch=10)
+    await backend.prepare_worker(PrepareWorkerParams(concurrency=2, prefetch=10))
 
 
 async def test_default_pool_grows_to_fit_the_worker(
     make_backend: Callable[..., Awaitable[PostgresBackend]], make_job: Callable[..., NewJob]
 ) -> None:
     backend = await make_backend()
-    await backend.prepare_worker(concurrency=30, prefetch=0)
+    await backend.prepare_worker(PrepareWorkerParams(concurrency=30, prefetch=0))
     jobs = [make_job() for _ in range(40)]
-    await backend.enqueue_jobs(jobs=jobs)
-    results = await asyncio.gather(*(backend.get_job(job_id=job.id) for job in jobs))
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=jobs))
+    results = await asyncio.gather(*(backend.get_job(GetJobParams(job_id=job.id)) for job in jobs))
     assert all(result is not None for result in results)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 import asyncpg
 import pytest
 
+from soniq.params import EnqueueJobsParams, GetJobParams, ListJobsParams, QueueStatsParams
 from soniq.records import NewJob
 from soniq_postgres import LATEST_VERSION, MIGRATIONS, PostgresBackend
 
@@ -75,10 +76,10 @@ async def test_check_constraint_rejects_updating_a_row_to_an_unknown_status(
     backend: PostgresBackend, raw: asyncpg.Connection, namespace: str, make_job: Callable[..., NewJob]
 ) -> None:
     job = make_job()
-    await backend.enqueue_jobs(jobs=[job])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
     with pytest.raises(asyncpg.CheckViolationError):
         await raw.execute(f"UPDATE \"{namespace}\".soniq_jobs SET status = 'failed' WHERE id = $1", job.id)
-    record = await backend.get_job(job_id=job.id)
+    record = await backend.get_job(GetJobParams(job_id=job.id))
     assert record is not None
     assert record.status.value == "queued"
 
@@ -86,11 +87,11 @@ async def test_check_constraint_rejects_updating_a_row_to_an_unknown_status(
 async def test_drop_schema_removes_everything_and_setup_restores_it(
     backend: PostgresBackend, raw: asyncpg.Connection, namespace: str, make_job: Callable[..., NewJob]
 ) -> None:
-    await backend.enqueue_jobs(jobs=[make_job()])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[make_job()]))
     await backend.drop_schema()
     assert await raw.fetchval("SELECT count(*) FROM pg_namespace WHERE nspname = $1", namespace) == 0
 
     await backend.setup()
-    assert await backend.list_jobs() == []
-    await backend.enqueue_jobs(jobs=[make_job()])
-    assert (await backend.queue_stats()).queued == 1
+    assert await backend.list_jobs(ListJobsParams()) == []
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[make_job()]))
+    assert (await backend.queue_stats(QueueStatsParams())).queued == 1

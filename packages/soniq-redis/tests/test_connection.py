@@ -12,6 +12,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from soniq.backend import Backend
 from soniq.discovery import backend_class_for, create_backend
 from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError
+from soniq.params import ClaimJobsParams, EnqueueJobsParams, GetJobParams, PrepareWorkerParams, QueueStatsParams
 from soniq.records import JobStatus
 from soniq_redis import RedisBackend
 
@@ -66,8 +67,8 @@ async def test_capabilities() -> None:
     assert caps.push_wakeup is True
     assert caps.transactional_enqueue is False
     assert caps.shared_across_processes is True
-    assert caps.batch_complete is True
     assert caps.timestamp_precision.total_seconds() == 1e-6
+    assert caps.protocol_version == 2
 
 
 async def test_unknown_option_is_a_type_error_naming_it_and_the_accepted_ones() -> None:
@@ -101,21 +102,21 @@ async def test_lost_connection_raises_backend_unavailable_then_recovers(private_
     await backend.connect()
     try:
         before = make_job()
-        await backend.enqueue_jobs(jobs=[before])
+        await backend.enqueue_jobs(EnqueueJobsParams(jobs=[before]))
 
         private_server.stop()
         with pytest.raises(BackendUnavailableError, match=f"127.0.0.1:{private_server.port}"):
-            await backend.get_job(job_id=before.id)
+            await backend.get_job(GetJobParams(job_id=before.id))
         with pytest.raises(BackendUnavailableError):
-            await backend.claim_jobs(worker_id="w", queues=None, limit=1, mark_started=False)
+            await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=None, limit=1, mark_started=False))
 
         private_server.start()  # an empty server: nothing was persisted
         after = make_job()
-        await backend.enqueue_jobs(jobs=[after])
-        row = await backend.get_job(job_id=after.id)
+        await backend.enqueue_jobs(EnqueueJobsParams(jobs=[after]))
+        row = await backend.get_job(GetJobParams(job_id=after.id))
         assert row is not None
         assert row.status is JobStatus.QUEUED
-        assert await backend.get_job(job_id=before.id) is None
+        assert await backend.get_job(GetJobParams(job_id=before.id)) is None
     finally:
         await backend.close()
 
@@ -124,14 +125,14 @@ async def test_a_server_restart_between_operations_costs_no_error(private_server
     backend = RedisBackend.from_url(private_server.url, namespace="restart")
     await backend.connect()
     try:
-        await asyncio.gather(*(backend.queue_stats() for _ in range(4)))  # several pooled connections
+        await asyncio.gather(*(backend.queue_stats(QueueStatsParams()) for _ in range(4)))  # several pooled connections
         # In threads, so that the event loop runs on meanwhile, as it does in a live worker.
         await asyncio.to_thread(private_server.stop)
         await asyncio.to_thread(private_server.start)
         # Every pooled connection is dead; the first operation must not fail on one.
         job = make_job()
-        await backend.enqueue_jobs(jobs=[job])
-        [claimed] = await backend.claim_jobs(worker_id="w", queues=None, limit=1, mark_started=False)
+        await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
+        [claimed] = await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=None, limit=1, mark_started=False))
         assert claimed.id == job.id
     finally:
         await backend.close()
@@ -141,6 +142,6 @@ async def test_prepare_worker_refuses_a_pool_too_small_for_the_worker(redis_url:
     backend = RedisBackend.from_url(redis_url, namespace="pool", max_connections=4)
     try:
         with pytest.raises(SoniqError, match=r"max_connections=4 is too small.*at least 10"):
-            await backend.prepare_worker(concurrency=6, prefetch=2)
+            await backend.prepare_worker(PrepareWorkerParams(concurrency=6, prefetch=2))
     finally:
         await backend.close()

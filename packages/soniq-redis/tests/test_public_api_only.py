@@ -98,7 +98,22 @@ def test_soniq_redis_does_import_soniq_core() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module and _is_soniq(node.module):
                 imported.add(node.module)
-    assert {"soniq.backend", "soniq.records", "soniq.errors"} <= imported
+    assert {"soniq.backend", "soniq.params", "soniq.records", "soniq.errors"} <= imported
+
+
+def test_soniq_redis_stores_recovery_decisions_and_never_makes_them() -> None:
+    # Core decides each orphaned row's fate (soniq.rescue); a backend that
+    # imported the decision could quietly start deciding again.
+    found = []
+    for path in PACKAGE_DIR.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            found += [f"{path.name}:{node.lineno}" for name in names if name == "soniq.rescue"]
+    assert found == []
 
 
 @pytest.mark.parametrize(

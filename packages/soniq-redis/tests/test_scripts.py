@@ -13,6 +13,7 @@ import pytest
 import pytest_asyncio
 from redis.asyncio import Redis
 
+from soniq.params import ClaimJobsParams, CompleteJobsParams, EnqueueJobsParams, JobResult
 from soniq.records import JobStatus
 from soniq_redis import RedisBackend
 from soniq_redis.scripts import SCRIPT_NAMES
@@ -48,10 +49,12 @@ async def test_connect_loads_every_script_once_and_operations_reuse_them(
 
         for _ in range(10):
             job = make_job()
-            await backend.enqueue_jobs(jobs=[job])
-            [claimed] = await backend.claim_jobs(worker_id="w", queues=None, limit=1, mark_started=True)
+            await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
+            [claimed] = await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w", queues=None, limit=1, mark_started=True)
+            )
             assert claimed.id == job.id
-            assert await backend.complete_job(job_id=job.id, worker_id="w", result=None)
+            assert await backend.complete_jobs(CompleteJobsParams(worker_id="w", results=[JobResult(job.id, None)]))
 
         assert await command_calls(admin, "script|load") == len(SCRIPT_NAMES)
         assert await command_calls(admin, "evalsha") - evalsha_before == 30
@@ -66,12 +69,12 @@ async def test_scripts_are_reloaded_after_script_flush(private_server: Any, admi
     await backend.connect()
     try:
         job = make_job()
-        await backend.enqueue_jobs(jobs=[job])
+        await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
         await admin.script_flush()
         claim_sha = _scripts_of(backend).shas["claim"]
         assert await admin.script_exists(claim_sha) == [False]
 
-        [claimed] = await backend.claim_jobs(worker_id="w", queues=None, limit=1, mark_started=False)
+        [claimed] = await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=None, limit=1, mark_started=False))
 
         assert claimed.id == job.id
         assert claimed.status is JobStatus.PROCESSING

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
+from soniq.params import ClaimJobsParams, EnqueueJobsParams, NackJobParams, PrepareWorkerParams, WaitForJobsParams
 from soniq_redis import RedisBackend
 
 pytestmark = pytest.mark.asyncio
@@ -28,14 +29,14 @@ def _listener(backend: RedisBackend) -> Any:
 async def test_enqueue_from_another_instance_wakes_a_waiting_worker(
     backend: RedisBackend, peer: RedisBackend, make_job: Any
 ) -> None:
-    await backend.prepare_worker(concurrency=1, prefetch=0)
-    waiting = asyncio.create_task(backend.wait_for_jobs(queues=["mail"], timeout=LONG))
+    await backend.prepare_worker(PrepareWorkerParams(concurrency=1, prefetch=0))
+    waiting = asyncio.create_task(backend.wait_for_jobs(WaitForJobsParams(queues=["mail"], timeout=LONG)))
     await asyncio.sleep(0)
     job = make_job(queue="mail")
-    await peer.enqueue_jobs(jobs=[job])
+    await peer.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
 
     await asyncio.wait_for(waiting, DEADLINE)
-    [claimed] = await backend.claim_jobs(worker_id="w", queues=["mail"], limit=1, mark_started=False)
+    [claimed] = await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=["mail"], limit=1, mark_started=False))
     assert claimed.id == job.id
 
 
@@ -43,13 +44,13 @@ async def test_nack_from_another_instance_wakes_a_waiting_worker(
     backend: RedisBackend, peer: RedisBackend, make_job: Any
 ) -> None:
     job = make_job(queue="q")
-    await peer.enqueue_jobs(jobs=[job])
-    await peer.claim_jobs(worker_id="other", queues=["q"], limit=1, mark_started=False)
-    await backend.prepare_worker(concurrency=1, prefetch=0)
-    waiting = asyncio.create_task(backend.wait_for_jobs(queues=["q"], timeout=LONG))
+    await peer.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
+    await peer.claim_jobs(ClaimJobsParams(worker_id="other", queues=["q"], limit=1, mark_started=False))
+    await backend.prepare_worker(PrepareWorkerParams(concurrency=1, prefetch=0))
+    waiting = asyncio.create_task(backend.wait_for_jobs(WaitForJobsParams(queues=["q"], timeout=LONG)))
     await asyncio.sleep(0)
 
-    assert await peer.nack_job(job_id=job.id, worker_id="other")
+    assert await peer.nack_job(NackJobParams(job_id=job.id, worker_id="other"))
 
     await asyncio.wait_for(waiting, DEADLINE)
 
@@ -57,33 +58,33 @@ async def test_nack_from_another_instance_wakes_a_waiting_worker(
 async def test_a_wake_up_landing_between_claim_and_wait_is_not_lost(
     backend: RedisBackend, peer: RedisBackend, make_job: Any, wait_until: Any
 ) -> None:
-    await backend.prepare_worker(concurrency=1, prefetch=0)
+    await backend.prepare_worker(PrepareWorkerParams(concurrency=1, prefetch=0))
     listener = _listener(backend)
-    assert await backend.claim_jobs(worker_id="w", queues=["q"], limit=1, mark_started=False) == []
+    assert await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=["q"], limit=1, mark_started=False)) == []
     seen = listener.generation
 
-    await peer.enqueue_jobs(jobs=[make_job(queue="q")])
+    await peer.enqueue_jobs(EnqueueJobsParams(jobs=[make_job(queue="q")]))
 
     async def message_arrived() -> bool:
         return bool(listener.generation > seen)
 
     await wait_until(message_arrived, deadline=DEADLINE, message="the wake-up message never arrived")
     # The message came before this wait started; the wait must not sleep through it.
-    await asyncio.wait_for(backend.wait_for_jobs(queues=["q"], timeout=LONG), DEADLINE)
+    await asyncio.wait_for(backend.wait_for_jobs(WaitForJobsParams(queues=["q"], timeout=LONG)), DEADLINE)
 
 
 async def test_a_waiter_wakes_in_time_for_a_row_scheduled_for_later(
     backend: RedisBackend, peer: RedisBackend, make_job: Any, wait_until: Any
 ) -> None:
     job = make_job(queue="later", scheduled_at=datetime.now(UTC) + timedelta(seconds=0.3))
-    await peer.enqueue_jobs(jobs=[job])
-    await backend.prepare_worker(concurrency=1, prefetch=0)
-    await asyncio.wait_for(backend.wait_for_jobs(queues=["later"], timeout=LONG), DEADLINE)
+    await peer.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
+    await backend.prepare_worker(PrepareWorkerParams(concurrency=1, prefetch=0))
+    await asyncio.wait_for(backend.wait_for_jobs(WaitForJobsParams(queues=["later"], timeout=LONG)), DEADLINE)
 
     claimed: list[str] = []
 
     async def claim() -> bool:
-        rows = await backend.claim_jobs(worker_id="w", queues=["later"], limit=1, mark_started=False)
+        rows = await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=["later"], limit=1, mark_started=False))
         claimed.extend(row.id for row in rows)
         return bool(claimed)
 
@@ -95,8 +96,10 @@ async def test_waiters_of_one_namespace_share_one_subscription(redis_url: str, b
     channel = backend.keys.wakeup_channel
     admin = Redis.from_url(redis_url, decode_responses=True)
     try:
-        await backend.prepare_worker(concurrency=4, prefetch=0)
-        waits = [asyncio.create_task(backend.wait_for_jobs(queues=None, timeout=0.2)) for _ in range(4)]
+        await backend.prepare_worker(PrepareWorkerParams(concurrency=4, prefetch=0))
+        waits = [
+            asyncio.create_task(backend.wait_for_jobs(WaitForJobsParams(queues=None, timeout=0.2))) for _ in range(4)
+        ]
         numsub = await admin.pubsub_numsub(channel)
         await asyncio.gather(*waits)
         assert numsub == [(channel, 1)]
@@ -110,7 +113,7 @@ async def test_wait_falls_back_to_sleeping_while_pubsub_is_down_then_resubscribe
     backend = RedisBackend.from_url(private_server.url, namespace="pubsub")
     producer = RedisBackend.from_url(private_server.url, namespace="pubsub")
     try:
-        await backend.prepare_worker(concurrency=1, prefetch=0)
+        await backend.prepare_worker(PrepareWorkerParams(concurrency=1, prefetch=0))
         listener = _listener(backend)
         assert listener.online
 
@@ -121,7 +124,7 @@ async def test_wait_falls_back_to_sleeping_while_pubsub_is_down_then_resubscribe
 
         await wait_until(offline, deadline=DEADLINE, message="the listener never noticed the server went away")
         # Down: the wait sleeps out its timeout instead of raising.
-        await backend.wait_for_jobs(queues=None, timeout=0.05)
+        await backend.wait_for_jobs(WaitForJobsParams(queues=None, timeout=0.05))
 
         private_server.start()
 
@@ -129,9 +132,9 @@ async def test_wait_falls_back_to_sleeping_while_pubsub_is_down_then_resubscribe
             return bool(listener.online)
 
         await wait_until(online, deadline=DEADLINE, message="the listener never resubscribed")
-        waiting = asyncio.create_task(backend.wait_for_jobs(queues=None, timeout=LONG))
+        waiting = asyncio.create_task(backend.wait_for_jobs(WaitForJobsParams(queues=None, timeout=LONG)))
         await asyncio.sleep(0)
-        await producer.enqueue_jobs(jobs=[make_job()])
+        await producer.enqueue_jobs(EnqueueJobsParams(jobs=[make_job()]))
         await asyncio.wait_for(waiting, DEADLINE)
     finally:
         await producer.close()

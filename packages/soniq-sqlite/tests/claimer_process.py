@@ -12,6 +12,7 @@ import json
 import random
 import sys
 
+from soniq.params import ClaimJobsParams, CompleteJobsParams, JobResult, QueueStatsParams
 from soniq_sqlite import SQLiteBackend
 
 
@@ -25,17 +26,18 @@ async def claim_all(url: str, worker_id: str) -> dict[str, object]:
     try:
         while True:
             rows = await backend.claim_jobs(
-                worker_id=worker_id, queues=None, limit=random.randint(1, 8), mark_started=True
+                ClaimJobsParams(worker_id=worker_id, queues=None, limit=random.randint(1, 8), mark_started=True)
             )
             if not rows:
-                stats = await backend.queue_stats()
+                stats = await backend.queue_stats(QueueStatsParams())
                 if stats.queued == 0:
                     break
                 continue
-            for row in rows:
-                claimed.append(row.id)
-                if not await backend.complete_job(job_id=row.id, worker_id=worker_id, result=None):
-                    lost.append(row.id)
+            claimed.extend(row.id for row in rows)
+            written = await backend.complete_jobs(
+                CompleteJobsParams(worker_id=worker_id, results=[JobResult(row.id, None) for row in rows])
+            )
+            lost.extend(row.id for row in rows if row.id not in written)
     finally:
         await backend.close()
     return {"claimed": claimed, "lost": lost}
@@ -47,7 +49,7 @@ async def setup_only(url: str) -> dict[str, object]:
     sys.stdin.readline()
     try:
         await backend.setup()
-        stats = await backend.queue_stats()
+        stats = await backend.queue_stats(QueueStatsParams())
     finally:
         await backend.close()
     return {"total": stats.total}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from soniq.errors import BackendUnavailableError, SoniqError
+from soniq.params import ClaimJobsParams, EnqueueJobsParams, GetJobParams, QueueStatsParams
 from soniq.records import NewJob
 from soniq_sqlite import SQLiteBackend
 from soniq_sqlite.schema import SCHEMA_VERSION
@@ -37,12 +38,12 @@ async def test_the_store_rejects_a_job_status_outside_the_four(
     make_job: JobFactory, backend: SQLiteBackend, raw: sqlite3.Connection
 ) -> None:
     job = make_job()
-    await backend.enqueue_jobs(jobs=[job])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
     with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
         raw.execute("UPDATE soniq_jobs SET status = 'failed' WHERE id = ?", (job.id,))
     for allowed in ("processing", "done", "cancelled", "queued"):
         raw.execute("UPDATE soniq_jobs SET status = ? WHERE id = ?", (allowed, job.id))
-    stored = await backend.get_job(job_id=job.id)
+    stored = await backend.get_job(GetJobParams(job_id=job.id))
     assert stored is not None
     assert stored.status.value == "queued"
 
@@ -57,10 +58,10 @@ async def test_the_store_rejects_an_unknown_worker_status(backend: SQLiteBackend
 
 async def test_setup_twice_keeps_the_rows(make_job: JobFactory, backend: SQLiteBackend) -> None:
     job = make_job()
-    await backend.enqueue_jobs(jobs=[job])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
     await backend.setup()
     await backend.setup()
-    assert await backend.get_job(job_id=job.id) is not None
+    assert await backend.get_job(GetJobParams(job_id=job.id)) is not None
 
 
 async def test_a_file_from_a_newer_schema_is_refused(db_path: Path) -> None:
@@ -75,11 +76,11 @@ async def test_a_file_from_a_newer_schema_is_refused(db_path: Path) -> None:
 async def test_drop_schema_removes_the_tables_and_setup_restores_them(
     make_job: JobFactory, backend: SQLiteBackend, db_path: Path
 ) -> None:
-    await backend.enqueue_jobs(jobs=[make_job()])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[make_job()]))
     await backend.drop_schema()
     assert not _tables(db_path) & {"soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers"}
     await backend.setup()
-    stats = await backend.queue_stats()
+    stats = await backend.queue_stats(QueueStatsParams())
     assert stats.total == 0
 
 
@@ -89,10 +90,10 @@ async def test_namespaces_are_separate_sibling_files(make_job: JobFactory, tmp_p
     second = SQLiteBackend.from_url(url, namespace="b")
     try:
         job = make_job()
-        await first.enqueue_jobs(jobs=[job])
+        await first.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
         await second.connect()
-        assert await second.get_job(job_id=job.id) is None
-        assert (await first.get_job(job_id=job.id)) is not None
+        assert await second.get_job(GetJobParams(job_id=job.id)) is None
+        assert (await first.get_job(GetJobParams(job_id=job.id))) is not None
         assert (tmp_path / "soniq.a.db").is_file()
         assert (tmp_path / "soniq.b.db").is_file()
         assert not (tmp_path / "soniq.db").exists()
@@ -113,7 +114,7 @@ async def test_a_directory_in_place_of_the_file_names_it(make_job: JobFactory, t
     target.mkdir()
     backend = SQLiteBackend.from_url(f"sqlite:///{target}")
     with pytest.raises(BackendUnavailableError, match=str(target)):
-        await backend.enqueue_jobs(jobs=[make_job()])
+        await backend.enqueue_jobs(EnqueueJobsParams(jobs=[make_job()]))
 
 
 async def test_a_file_that_is_not_a_database_names_it(tmp_path: Path) -> None:
@@ -132,8 +133,8 @@ async def test_memory_database_works_within_one_instance(
     backend = SQLiteBackend.from_url("sqlite:///:memory:")
     try:
         job = make_job()
-        await backend.enqueue_jobs(jobs=[job])
-        claimed = await backend.claim_jobs(worker_id="w", queues=None, limit=5, mark_started=True)
+        await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
+        claimed = await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=None, limit=5, mark_started=True))
         assert [row.id for row in claimed] == [job.id]
     finally:
         await backend.close()
@@ -141,7 +142,7 @@ async def test_memory_database_works_within_one_instance(
 
 async def test_closed_backend_reopens_on_next_use(make_job: JobFactory, backend: SQLiteBackend) -> None:
     job = make_job()
-    await backend.enqueue_jobs(jobs=[job])
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
     await backend.close()
     await backend.close()
-    assert await backend.get_job(job_id=job.id) is not None
+    assert await backend.get_job(GetJobParams(job_id=job.id)) is not None

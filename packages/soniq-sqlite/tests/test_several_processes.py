@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from soniq.params import EnqueueJobsParams
 from soniq.records import NewJob
 from soniq_sqlite import SQLiteBackend
 from soniq_sqlite.schema import SCHEMA_VERSION
@@ -62,7 +63,7 @@ async def test_concurrent_processes_never_claim_the_same_row(make_job: JobFactor
     producer = SQLiteBackend.from_url(url)
     jobs = [make_job(priority=i % 5) for i in range(1200)]
     try:
-        await producer.enqueue_jobs(jobs=jobs)
+        await producer.enqueue_jobs(EnqueueJobsParams(jobs=jobs))
     finally:
         await producer.close()
 

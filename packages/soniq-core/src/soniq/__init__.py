@@ -8,6 +8,7 @@ from soniq.dead_letter import DeadLetterNotFoundError
 from soniq.errors import (
     BackendLoadError,
     BackendNotFoundError,
+    BackendProtocolError,
     BackendUnavailableError,
     InvalidURLError,
     JobArgumentsError,
@@ -18,6 +19,7 @@ from soniq.errors import (
 )
 from soniq.metrics import InMemoryMetricsSink, MetricsSink, NullMetricsSink
 from soniq.observers import BaseObserver, Observer
+from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.records import JobStatus, StaleJobPolicy, WorkerStatus
 from soniq.settings import Settings
 from soniq.worker.state import WorkerState
@@ -31,12 +33,15 @@ __all__ = [
     "BackendCapabilities",
     "BackendLoadError",
     "BackendNotFoundError",
+    "BackendProtocolError",
     "BackendUnavailableError",
     "BaseObserver",
     "DeadLetterNotFoundError",
+    "HandlerKind",
     "InMemoryMetricsSink",
     "InvalidURLError",
     "JobArgumentsError",
+    "JobOutcome",
     "JobStatus",
     "MetricsSink",
     "NullMetricsSink",

@@ -10,20 +10,51 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
-from soniq.backend import BACKEND_PROTOCOL_VERSION, Backend
+from soniq.backend import BACKEND_PROTOCOL_VERSION, PROTOCOL_MIGRATION_NOTE, Backend
+from soniq.bus import ObservationBus
 from soniq.dead_letter import DeadLetterService
 from soniq.discovery import create_backend, load_observer_factories
-from soniq.errors import SoniqError, UnknownJobError
-from soniq.metrics import MetricsSink, NullMetricsSink, safe_call
+from soniq.errors import BackendProtocolError, SoniqError, UnknownJobError
+from soniq.metrics import MetricsSink, NullMetricsSink
 from soniq.observers import EnqueueEvent, Observer
+from soniq.params import CancelJobParams, EnqueueJobsParams, GetJobParams, ListJobsParams, QueueStatsParams
 from soniq.records import JobStatus, NewJob, RecoveryResult
 from soniq.registry import JobDefinition, JobRegistry, default_job_name
 from soniq.serialization import check_args, new_job_ids
 from soniq.settings import Settings
 
+if TYPE_CHECKING:
+    from soniq.worker.worker import Worker, WorkerSummary
+
 logger = logging.getLogger("soniq")
+
+PROTOCOL_CHANGES = {
+    1: "every operation now takes one parameters object (soniq.params) instead of keyword arguments, "
+    "complete_job is gone (complete_jobs only), and recover_stale_workers became find_stale_jobs + rescue_jobs",
+}
+"""What changed since each older protocol version, in one line, for the refusal message."""
+
+
+def check_protocol(backend: Backend) -> None:
+    """Refuse a backend that speaks another protocol version, saying what to do about it."""
+    declared = getattr(backend.capabilities, "protocol_version", None)
+    if declared == BACKEND_PROTOCOL_VERSION:
+        return
+    name = type(backend).__name__
+    if isinstance(declared, int) and declared > BACKEND_PROTOCOL_VERSION:
+        raise BackendProtocolError(
+            f"{name} implements backend protocol {declared}, but this soniq-core speaks protocol "
+            f"{BACKEND_PROTOCOL_VERSION}; upgrade soniq-core"
+        )
+    changed = PROTOCOL_CHANGES.get(declared, "the operations' signatures changed") if isinstance(declared, int) else ""
+    raise BackendProtocolError(
+        f"{name} implements backend protocol {declared}, but this soniq-core speaks protocol "
+        f"{BACKEND_PROTOCOL_VERSION} ({declared} -> {BACKEND_PROTOCOL_VERSION}): {changed or 'unknown version'}. "
+        f"Upgrade the backend, or port it: see {PROTOCOL_MIGRATION_NOTE}"
+    )
+
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -75,13 +106,8 @@ class Soniq:
         self.settings = Settings.load(settings)
         if backend is None:
             backend = create_backend(self.settings.resolved_database_url, **dict(backend_options or {}))
+        check_protocol(backend)
         self._backend: Backend = backend
-        declared = backend.capabilities.protocol_version
-        if declared > BACKEND_PROTOCOL_VERSION:
-            raise SoniqError(
-                f"{type(backend).__name__} implements backend protocol {declared}, but this soniq-core knows "
-                f"{BACKEND_PROTOCOL_VERSION}; upgrade soniq-core"
-            )
         self.registry = JobRegistry()
         self.metrics: MetricsSink = metrics_sink or NullMetricsSink()
         # `observers` (SONIQ_OBSERVERS) is the setting naming entry points to load; objects come in here.
@@ -92,7 +118,9 @@ class Soniq:
         self._connected = False
         self._connect_lock: asyncio.Lock | None = None
         self._sync_pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self.current_worker: Any = None
+        self.current_worker: Worker | None = None
+        self._bus: ObservationBus | None = None
+        self._bus_key: tuple[tuple[Observer, ...], MetricsSink] | None = None
         Soniq._instances.add(self)
 
     def __repr__(self) -> str:
@@ -142,10 +170,21 @@ class Soniq:
         if self._connected:
             raise SoniqError("use_database_url() must be called before the app connects")
         self.settings = self.settings.with_overrides(database_url=url)
-        self._backend = create_backend(self.settings.resolved_database_url, **backend_options)
+        backend = create_backend(self.settings.resolved_database_url, **backend_options)
+        check_protocol(backend)
+        self._backend = backend
 
     def add_observer(self, observer: Observer) -> None:
         self.observers.append(observer)
+
+    @property
+    def bus(self) -> ObservationBus:
+        """The observers and the metrics sink as one bus, rebuilt only when either changed."""
+        key = (tuple(self.observers), self.metrics)
+        if self._bus is None or self._bus_key != key:
+            self._bus = ObservationBus(self.observers, self.metrics)
+            self._bus_key = key
+        return self._bus
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -250,16 +289,12 @@ class Soniq:
 
     def _announce(self, jobs: list[NewJob]) -> list[NewJob]:
         """Tell observers about jobs that passed validation; their headers go into `trace_context`."""
-        if not self.observers:
+        bus = self.bus
+        if not bus.wants("on_enqueue"):
             return jobs
         announced = []
         for job in jobs:
-            event = EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue)
-            trace: dict[str, str] = {}
-            for observer in self.observers:
-                headers = safe_call(observer, "on_enqueue", event)
-                if headers:
-                    trace.update(headers)
+            trace = bus.enqueue(EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue))
             announced.append(dataclasses.replace(job, trace_context=trace or None))
         return announced
 
@@ -322,23 +357,22 @@ class Soniq:
 
     async def _insert(self, jobs: list[NewJob], connection: Any) -> None:
         backend = await self.connected_backend()
+        bus = self.bus
         error: BaseException | None = None
         try:
-            await backend.enqueue_jobs(jobs=jobs, connection=connection)
+            await backend.enqueue_jobs(EnqueueJobsParams(jobs=jobs, connection=connection))
         except BaseException as exc:
             error = exc
             raise
         finally:
-            for job in jobs if self.observers else ():
-                event = EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue)
-                for observer in self.observers:
-                    safe_call(observer, "on_enqueue_end", event, error)
+            for job in jobs if bus.wants("on_enqueue_end") else ():
+                bus.enqueue_end(EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue), error)
 
     # -- reading and managing jobs ------------------------------------------
 
     async def get_job(self, job_id: str) -> dict[str, Any] | None:
         backend = await self.connected_backend()
-        row = await backend.get_job(job_id=str(job_id))
+        row = await backend.get_job(GetJobParams(job_id=str(job_id)))
         return row.to_dict() if row else None
 
     async def list_jobs(
@@ -357,40 +391,40 @@ class Soniq:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a whole number >= 0, got {offset!r}")
         backend = await self.connected_backend()
-        rows = await backend.list_jobs(queue=queue, status=wanted, limit=limit, offset=offset)
+        rows = await backend.list_jobs(ListJobsParams(queue=queue, status=wanted, limit=limit, offset=offset))
         return [row.to_dict() for row in rows]
 
     async def cancel_job(self, job_id: str) -> bool:
         """Cancel a queued job; False when it is no longer queued."""
         backend = await self.connected_backend()
-        return await backend.cancel_job(job_id=str(job_id))
+        return await backend.cancel_job(CancelJobParams(job_id=str(job_id)))
 
     async def get_queue_stats(self, queue: str | None = None) -> dict[str, int]:
         """Exactly ``total, queued, processing, done, dead_letter, cancelled``."""
         backend = await self.connected_backend()
-        return (await backend.queue_stats(queue=queue)).to_dict()
+        return (await backend.queue_stats(QueueStatsParams(queue=queue))).to_dict()
 
     async def recover(self) -> RecoveryResult:
-        """One stale-worker sweep now (what ``soniq recover`` runs)."""
+        """One stale-worker sweep now (what ``soniq recover`` runs), decided by `soniq.rescue`."""
+        from soniq.worker.loops import sweep_once
+
         backend = await self.connected_backend()
-        return await backend.recover_stale_workers(
-            heartbeat_timeout=self.settings.heartbeat_timeout, policy=self.settings.stale_job_policy
+        return await sweep_once(
+            backend, self.bus, heartbeat_timeout=self.settings.heartbeat_timeout, policy=self.settings.stale_job_policy
         )
 
     # -- the worker --------------------------------------------------------------
 
-    async def run_worker(
+    def worker(
         self,
+        *,
         concurrency: int | None = None,
         queues: Sequence[str] | None = None,
         run_once: bool = False,
-        *,
         install_signal_handlers: bool = True,
-    ) -> Any:
-        """Run a worker until SIGTERM/SIGINT (or, with `run_once`, until no job is due).
-
-        Returns a `soniq.worker.WorkerSummary`.
-        """
+    ) -> Worker:
+        """A worker for this app, not started: ``await worker.run()``, and ``worker.stop()`` to drain it
+        (a second `stop()` takes the force path). What `run_worker` builds and runs."""
         from soniq.worker.worker import Worker
 
         worker = Worker(
@@ -401,6 +435,20 @@ class Soniq:
             install_signal_handlers=install_signal_handlers,
         )
         self.current_worker = worker
+        return worker
+
+    async def run_worker(
+        self,
+        concurrency: int | None = None,
+        queues: Sequence[str] | None = None,
+        run_once: bool = False,
+        *,
+        install_signal_handlers: bool = True,
+    ) -> WorkerSummary:
+        """Run a worker until SIGTERM/SIGINT (or, with `run_once`, until no job is due)."""
+        worker = self.worker(
+            concurrency=concurrency, queues=queues, run_once=run_once, install_signal_handlers=install_signal_handlers
+        )
         return await worker.run()
 
     @classmethod

@@ -2,40 +2,73 @@
 
 Stability: this module is public API for third-party backend authors.
 `BACKEND_PROTOCOL_VERSION` is bumped whenever a method is added, removed or
-changes its guarantee; within one protocol version, signatures and the
-guarantees in these docstrings only ever widen. A backend declares the
-version it implements in `BackendCapabilities.protocol_version`; core refuses
-a backend that declares a newer version than it knows.
+changes its guarantee. Within one protocol version the guarantees in these
+docstrings only ever widen, and operations grow only by new fields with
+defaults on their parameters objects (`soniq.params`), which a backend that
+does not know them simply never reads. A backend declares the version it
+implements in `BackendCapabilities.protocol_version`; core refuses, at
+construction, a backend that declares a version it does not speak.
+
+Protocol 2 (this version) changed from protocol 1: every operation with
+arguments takes one positional parameters object instead of keyword
+arguments; `complete_job` and the `batch_complete` capability are gone
+(`complete_jobs` is the one completion write); `heartbeat` no longer takes a
+status (`set_worker_status` says what it does); `recover_stale_workers` is
+replaced by `find_stale_jobs` plus `rescue_jobs`, so that core decides each
+orphaned row's fate and the backend only stores it. The migration note is in
+docs/backends/authoring.md, "Migrating from protocol 1".
 
 The state machine lives in core. A backend stores each transition atomically
 and enforces the rules written here; it never decides a transition itself.
-Every operation is async and keyword-only. Every write about a claimed row
-(complete, retry, snooze, dead-letter, nack, mark-started) is fenced: it
-applies only while ``status = 'processing' AND worker_id = <worker_id>`` and
-returns False, writing nothing, when the caller no longer owns the row.
+Every write about a claimed row (complete, retry, snooze, dead-letter, nack,
+mark-started) is fenced: it applies only while ``status = 'processing' AND
+worker_id = <worker_id>`` and writes nothing when the caller no longer owns
+the row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from datetime import timedelta
+from typing import Protocol, runtime_checkable
 
+from soniq.params import (
+    CancelJobParams,
+    ClaimJobsParams,
+    CompleteJobsParams,
+    DeadLetterJobParams,
+    EnqueueJobsParams,
+    ExpireUnknownJobsParams,
+    FindStaleJobsParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    HeartbeatParams,
+    ListDeadLetterParams,
+    ListJobsParams,
+    MarkStartedParams,
+    NackJobParams,
+    PrepareWorkerParams,
+    PurgeDeadLetterParams,
+    QueueStatsParams,
+    RegisterWorkerParams,
+    ReplayDeadLetterParams,
+    RescueJobsParams,
+    RetryJobParams,
+    SetWorkerStatusParams,
+    SnoozeJobParams,
+    WaitForJobsParams,
+)
 from soniq.records import (
     DeadLetterRecord,
     JobRecord,
-    JobStatus,
-    NewJob,
     QueueStats,
-    RecoveryResult,
-    StaleJobPolicy,
-    WorkerInfo,
+    StaleScan,
     WorkerRecord,
-    WorkerStatus,
 )
 
-BACKEND_PROTOCOL_VERSION = 1
+BACKEND_PROTOCOL_VERSION = 2
+
+PROTOCOL_MIGRATION_NOTE = "docs/backends/authoring.md, section 'Migrating from protocol 1'"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,9 +78,7 @@ class BackendCapabilities:
     push_wakeup: bool = False
     """`wait_for_jobs` returns promptly when another process enqueues."""
     transactional_enqueue: bool = False
-    """`enqueue_jobs(connection=...)` joins the caller's open transaction."""
-    batch_complete: bool = False
-    """`complete_jobs` writes many completions in one round trip."""
+    """`enqueue_jobs` with `connection` joins the caller's open transaction."""
     shared_across_processes: bool = True
     """Several worker processes may share the store (False for in-process memory)."""
     timestamp_precision: timedelta = timedelta(microseconds=1)
@@ -79,7 +110,7 @@ class Backend(Protocol):
         """Create or upgrade the schema. Idempotent and safe to run from several
         processes at once. Backends also create the schema on first use."""
 
-    async def prepare_worker(self, *, concurrency: int, prefetch: int) -> None:
+    async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         """Called once as a worker starts, after `connect`: check that the store
         can serve `concurrency + prefetch` in-flight rows (pool sizes, limits)
         and raise a `SoniqError` whose message says how to fix it otherwise."""
@@ -90,39 +121,28 @@ class Backend(Protocol):
 
     # -- producers ---------------------------------------------------------
 
-    async def enqueue_jobs(self, *, jobs: Sequence[NewJob], connection: Any = None) -> None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
         """Insert every job as `queued` with `attempts = 0`, all or none.
 
         With `connection`, the insert runs on that driver connection inside the
-        caller's transaction (only when `capabilities.transactional_enqueue`);
-        a rollback means the jobs never existed. Wakes waiting workers."""
+        caller's transaction (only when `capabilities.transactional_enqueue`):
+        nothing is committed by the backend, and a rollback means the jobs never
+        existed. Wakes waiting workers (on commit, when in a transaction)."""
 
-    async def get_job(self, *, job_id: str) -> JobRecord | None:
+    async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         """The row, or None when no `soniq_jobs` row has that id."""
 
-    async def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        status: JobStatus | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[JobRecord]:
-        """Rows filtered by queue and status, newest `created_at` first."""
+    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
+        """Rows filtered by queue and status, newest `created_at` first; `result` is
+        None on every row unless `include_results`. A row whose stored args or result
+        cannot be decoded is returned with `decode_error` set, never raised."""
 
-    async def cancel_job(self, *, job_id: str) -> bool:
+    async def cancel_job(self, params: CancelJobParams, /) -> bool:
         """Move a `queued` row to `cancelled`. False (nothing written) in any other status."""
 
     # -- the claim path ----------------------------------------------------
 
-    async def claim_jobs(
-        self,
-        *,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        limit: int,
-        mark_started: bool,
-    ) -> list[JobRecord]:
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
         """Atomically move up to `limit` due `queued` rows to `processing`.
 
         Due means ``scheduled_at <= now``. Rows come in order of `priority`
@@ -131,34 +151,35 @@ class Backend(Protocol):
         ``worker_id = worker_id`` and ``updated_at = now``; with `mark_started`
         also ``started_at = now``, otherwise ``started_at = NULL``. No two
         concurrent callers, in any number of processes, ever receive the same
-        row. `attempts` is not changed."""
+        row. `attempts` is not changed. With `job_names`, rows of any other name are
+        neither claimed nor touched. A claimed row whose args cannot be decoded is
+        returned with `decode_error` set (the claim itself never fails for it)."""
 
-    async def mark_started(self, *, job_id: str, worker_id: str) -> bool:
-        """Record durably that the handler of a claimed row is about to run
-        (``started_at = now``). Fenced."""
+    async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
+        """Record durably that the handlers of claimed rows are about to run
+        (``started_at = now``), each row fenced on its own, in one round trip.
+        Returns the ids actually written."""
 
-    async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
-        """``status = 'done'``, store the JSON `result`, ``worker_id = NULL``. Fenced."""
+    async def complete_jobs(self, params: CompleteJobsParams, /) -> set[str]:
+        """For each ``JobResult`` this worker still owns: ``status = 'done'``, store
+        the JSON `result`, ``worker_id = NULL``. Each row fenced on its own, in one
+        round trip; a row the worker lost is skipped, never the batch. Returns
+        the ids actually written."""
 
-    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
-        """Batch form of `complete_job`, called only when `capabilities.batch_complete`:
-        complete each ``(job_id, result)`` this worker still owns, each row fenced on
-        its own, in one round trip. Returns the ids actually written."""
-
-    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
+    async def retry_job(self, params: RetryJobParams, /) -> bool:
         """A failed run: ``attempts += 1``, ``last_error = error``, back to `queued`
         at `scheduled_at`, ``worker_id = NULL``, ``started_at = NULL``. Fenced."""
 
-    async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
+    async def snooze_job(self, params: SnoozeJobParams, /) -> bool:
         """The handler asked to run later: back to `queued` at `scheduled_at`,
         ``worker_id = NULL``; `attempts` and `last_error` untouched. Fenced."""
 
-    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
+    async def dead_letter_job(self, params: DeadLetterJobParams, /) -> bool:
         """A run that ends the job: ``attempts += 1``, then in one transaction
         delete the `soniq_jobs` row and insert its `soniq_dead_letter_jobs` row
         with `last_error = error` and `dead_letter_reason = reason`. Fenced."""
 
-    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
+    async def nack_job(self, params: NackJobParams, /) -> bool:
         """Hand an abandoned row back, writing exactly the seed's field set:
         ``status = 'queued'``, ``worker_id = NULL``, ``updated_at = now``,
         ``scheduled_at = now`` (and ``started_at = NULL``). `attempts` and
@@ -168,66 +189,79 @@ class Backend(Protocol):
 
     # -- workers -----------------------------------------------------------
 
-    async def register_worker(self, *, worker: WorkerInfo) -> None:
+    async def register_worker(self, params: RegisterWorkerParams, /) -> None:
         """Insert (or replace) the worker's row as `active` with a fresh heartbeat."""
 
-    async def heartbeat(self, *, worker_id: str, status: WorkerStatus | None = None) -> bool:
-        """``last_heartbeat = now`` (and the status, when given). False when the
-        worker row is gone or was marked `stopped` by recovery."""
+    async def heartbeat(self, params: HeartbeatParams, /) -> bool:
+        """``last_heartbeat = now``. False when the worker row is gone or was
+        marked `stopped` (by recovery or by the worker itself)."""
+
+    async def set_worker_status(self, params: SetWorkerStatusParams, /) -> bool:
+        """Write the worker's `status` (`stopping` as it starts draining, `stopped`
+        at STOPPED) with ``last_heartbeat = now``. False when the row is gone."""
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every registered worker row."""
 
-    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
-        """One stale-worker sweep, using the store's clock.
+    # -- stale recovery ------------------------------------------------------
+
+    async def find_stale_jobs(self, params: FindStaleJobsParams, /) -> StaleScan:
+        """The first half of one stale-worker sweep, on the store's clock.
 
         A worker is stale when it is `active` or `stopping` and its
-        `last_heartbeat` is older than `heartbeat_timeout` seconds; it is
-        marked `stopped`. Each `processing` row owned by a stale worker, or
-        by a worker id with no row or a `stopped` row, and ``updated_at``
-        older than the timeout, is settled atomically, one row at a time:
+        `last_heartbeat` is older than `heartbeat_timeout` seconds; this call
+        marks each such worker `stopped` and returns its id. It also returns,
+        as read, every `processing` row owned by a stale worker, or by a worker
+        id whose row is missing or `stopped` and whose ``updated_at`` is older
+        than the timeout (judged by the row, never by the worker's heartbeat).
+        It writes nothing to job rows. Rows of live workers are never returned.
+        Backends that can run several sweepers serialise this call (one that
+        finds the lock held returns ``StaleScan(skipped=True)``)."""
 
-        - handler never started (``started_at IS NULL``): nack field set,
-          `attempts` untouched; never dead-lettered;
-        - started, policy `dead_letter`: ``attempts += 1`` and moved to the
-          dead-letter table with reason ``zombie``;
-        - started, policy `requeue`: ``attempts += 1`` (a run lost with its
-          worker counts); if that reaches `max_attempts` the row is
-          dead-lettered with reason ``worker_lost``, otherwise it goes back to
-          `queued` now with `last_error` saying which worker was lost.
+    async def rescue_jobs(self, params: RescueJobsParams, /) -> set[str]:
+        """The second half: apply each `Rescue` core decided, exactly as given,
+        each fenced on the row as read (see `Rescue`) and atomic on its own.
 
-        Rows of live workers are never touched. Backends that can run several
-        sweepers serialise them (a sweep that finds the lock held returns
-        ``RecoveryResult(skipped=True)``)."""
+        `RELEASE` writes the nack field set; `REQUEUE` writes ``status = 'queued'``,
+        ``worker_id = NULL``, ``started_at = NULL``, ``scheduled_at = now``,
+        ``attempts`` and ``last_error`` as given; `DEAD_LETTER` moves the row to
+        the dead-letter table with ``attempts``, ``last_error`` and the reason as
+        given. Returns the ids actually written; a row that changed since it
+        was read is skipped silently."""
+
+    async def expire_unknown_jobs(self, params: ExpireUnknownJobsParams, /) -> set[str]:
+        """Move every `queued` row whose `job_name` is not in `known_names` and whose
+        `created_at` is older than `older_than` seconds to the dead-letter table with
+        reason ``unknown_job`` and ``last_error = error``; `attempts` untouched. Atomic
+        per row (a row claimed in between is left alone). Returns the ids moved.
+        Core calls it only when every live worker has reported its names."""
 
     # -- observation -------------------------------------------------------
 
-    async def queue_stats(self, *, queue: str | None = None) -> QueueStats:
+    async def queue_stats(self, params: QueueStatsParams, /) -> QueueStats:
         """Counts by status, `dead_letter` from the dead-letter table, `total`
         the sum of the five. `processing` includes claimed rows whose handler
         has not started."""
 
-    async def wait_for_jobs(self, *, queues: Sequence[str] | None, timeout: float) -> None:
+    async def wait_for_jobs(self, params: WaitForJobsParams, /) -> None:
         """Return when a job may have become available, or after `timeout`
         seconds. A backend without push wake-up may simply sleep; a spurious
         return is always allowed."""
 
     # -- dead letters ------------------------------------------------------
 
-    async def list_dead_letter(
-        self, *, queue: str | None = None, limit: int = 100, offset: int = 0
-    ) -> list[DeadLetterRecord]:
+    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
         """Dead-letter rows, most recently moved first."""
 
-    async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
+    async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         """One dead-letter row by its original job id."""
 
-    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
+    async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
         """In one transaction insert a fresh `queued` row with id `new_job_id`
         (same name, args, queue, priority and `max_attempts`, ``attempts = 0``)
         and on the dead-letter row ``resurrection_count += 1`` and
         ``last_resurrection_at = now``. The dead-letter row stays for the
         record. Returns the new id, or None when there is no such row."""
 
-    async def purge_dead_letter(self, *, job_id: str) -> bool:
+    async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         """Delete the dead-letter row. False when there was none."""

@@ -20,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from soniq.app import Soniq
+from soniq.commands import COMMANDS_GROUP, CommandLoadError, add_plugin_commands
 from soniq.discovery import BACKENDS_GROUP, OBSERVERS_GROUP, plugins
 from soniq.errors import SoniqError
 
@@ -253,7 +254,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
-    for group, title in ((BACKENDS_GROUP, "backends"), (OBSERVERS_GROUP, "observers")):
+    for group, title in ((BACKENDS_GROUP, "backends"), (OBSERVERS_GROUP, "observers"), (COMMANDS_GROUP, "commands")):
         found = plugins(group)
         print(f"{title} ({group}):")
         if not found:
@@ -263,7 +264,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="soniq", description="Soniq background jobs.")
     parser.add_argument("--version", action="version", version="soniq 0.2.0")
     common = argparse.ArgumentParser(add_help=False)
@@ -319,12 +320,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("backends", parents=[common], help="installed backends and observers")
     p.set_defaults(func=cmd_backends)
+    add_plugin_commands(sub, common, argv, taken=list(sub.choices))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    words = sys.argv[1:] if argv is None else list(argv)
+    try:
+        parser = build_parser(words)
+    except CommandLoadError as exc:
+        print(f"soniq: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    args = parser.parse_args(words)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from soniq.errors import SoniqError
+from soniq.params import GetDeadLetterParams, ListDeadLetterParams, PurgeDeadLetterParams, ReplayDeadLetterParams
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
@@ -22,12 +23,12 @@ class DeadLetterService:
 
     async def list(self, queue: str | None = None, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
         backend = await self._app.connected_backend()
-        rows = await backend.list_dead_letter(queue=queue, limit=limit, offset=offset)
+        rows = await backend.list_dead_letter(ListDeadLetterParams(queue=queue, limit=limit, offset=offset))
         return [row.to_dict() for row in rows]
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
         backend = await self._app.connected_backend()
-        row = await backend.get_dead_letter(job_id=str(job_id))
+        row = await backend.get_dead_letter(GetDeadLetterParams(job_id=str(job_id)))
         return row.to_dict() if row else None
 
     async def replay(self, job_id: str) -> str:
@@ -37,7 +38,7 @@ class DeadLetterService:
         """
         backend = await self._app.connected_backend()
         new_id = await backend.replay_dead_letter(
-            job_id=str(job_id), new_job_id=str(uuid.uuid4()), scheduled_at=datetime.now(UTC)
+            ReplayDeadLetterParams(job_id=str(job_id), new_job_id=str(uuid.uuid4()), scheduled_at=datetime.now(UTC))
         )
         if new_id is None:
             raise DeadLetterNotFoundError(f"no dead-letter job with id {job_id!r}")
@@ -46,4 +47,4 @@ class DeadLetterService:
     async def purge(self, job_id: str) -> bool:
         """Delete a dead-letter row for good; False when there was none."""
         backend = await self._app.connected_backend()
-        return await backend.purge_dead_letter(job_id=str(job_id))
+        return await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=str(job_id)))

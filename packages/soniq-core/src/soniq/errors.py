@@ -40,8 +40,8 @@ class BackendUnavailableError(SoniqError, ConnectionError):
     """The store cannot be reached; the message names where it was looked for."""
 
 
-class OwnershipLostError(SoniqError):
-    """A write about a row this worker no longer owns was refused by the store."""
+class BackendProtocolError(SoniqError, TypeError):
+    """A backend declares a protocol version this soniq-core does not speak."""
 
 
 class Snooze(Exception):  # noqa: N818 - raised by handlers, reads as an instruction

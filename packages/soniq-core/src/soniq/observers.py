@@ -1,10 +1,14 @@
-"""The observer protocol: every worker transition, nack and job start/end.
+"""The observer protocol: every worker start, transition, nack, job start/end and recovery.
 
 Observers are found in the ``soniq.observers`` entry-point group (the entry is
 a factory called with the app's `Settings`) or added with `Soniq.add_observer`.
 Hooks run on the worker's event loop, inside the job's task for job hooks, so
 an observer may set context variables in `on_job_start` that the handler sees
 and reset them in `on_job_end`. A hook that raises is logged and ignored.
+Every event is a frozen dataclass; docs/observability.md tables them. An
+observer implements only the hooks it wants (subclass `BaseObserver`): the
+app's `soniq.bus.ObservationBus` never calls, or builds events for, a hook
+nobody implements.
 """
 
 from __future__ import annotations
@@ -13,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from soniq.metrics import safe_call
+from soniq.outcomes import HandlerKind, JobOutcome
+from soniq.params import Rescue
 from soniq.records import JobRecord, RecoveryResult
 from soniq.worker.state import WorkerState
 
@@ -69,6 +74,8 @@ class NackEvent:
     error: str | None = None
     started_at: float | None = None
     """`time.time()` just before the nack was sent."""
+    attempts: int = 0
+    """The row's `attempts`, which the nack leaves as they are."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +93,7 @@ class ShutdownNotice:
 class JobStartEvent:
     worker_id: str
     job: JobRecord
-    handler_kind: str
-    """``async`` or ``sync``."""
+    handler_kind: HandlerKind
     attempt: int
     """1-based number of this run among the runs that count."""
 
@@ -96,25 +102,34 @@ class JobStartEvent:
 class JobEndEvent:
     worker_id: str
     job: JobRecord
-    handler_kind: str
+    handler_kind: HandlerKind
     attempt: int
-    outcome: str
-    """``done``, ``retry``, ``dead_letter``, ``snoozed``, ``nacked``, ``timeout_retry`` or ``lost``."""
+    outcome: JobOutcome
     duration: float
     error: BaseException | None = None
     error_text: str | None = None
+    reason: str | None = None
+    """Why, for the outcomes that have one: the `DeadLetterReason` value of a
+    ``dead_letter`` (``max_attempts``, ``unknown_job``), ``error`` or ``timeout``
+    for a retry, the nack reason of ``nacked``; None otherwise."""
 
 
 @dataclass(frozen=True, slots=True)
-class EnqueueEvent:
-    job_id: str
-    job_name: str
-    queue: str
+class RecoveryEvent:
+    """A stale-worker sweep of this process that wrote something."""
+
+    result: RecoveryResult
+    rescues: tuple[Rescue, ...]
+    """Core's decision for every row the store actually rescued (action, attempts, reason)."""
+    at: float
+    """`time.time()` when the sweep returned."""
+    worker_id: str | None = None
+    """The worker whose sweep loop ran it; None for `app.recover()` and ``soniq recover``."""
 
 
 @dataclass(frozen=True, slots=True)
 class WorkerStartedEvent:
-    """The worker has registered and is about to claim; `app` is the app it serves."""
+    """The worker registered and is about to claim; `app` lets an exporter start a server and read the store."""
 
     worker_id: str
     app: Soniq
@@ -124,19 +139,10 @@ class WorkerStartedEvent:
 
 
 @dataclass(frozen=True, slots=True)
-class RecoveryEvent:
-    """A stale-worker sweep run by this worker that requeued or dead-lettered rows."""
-
-    worker_id: str
-    result: RecoveryResult
-    at: float
-
-
-def notify_optional(observers: list[Observer], hook: str, event: object) -> None:
-    """Call a hook the `Observer` protocol does not require on the observers that have it."""
-    for observer in observers:
-        if callable(getattr(observer, hook, None)):
-            safe_call(observer, hook, event)
+class EnqueueEvent:
+    job_id: str
+    job_name: str
+    queue: str
 
 
 @runtime_checkable
@@ -156,6 +162,10 @@ class Observer(Protocol):
         `trace_context` and handed back at processing."""
 
     def on_enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None: ...
+
+    def on_recovery(self, event: RecoveryEvent) -> None: ...
+
+    def on_worker_started(self, event: WorkerStartedEvent) -> None: ...
 
     def on_worker_stopped(self, worker_id: str) -> None:
         """Last call before the worker returns: flush anything buffered."""
@@ -185,13 +195,13 @@ class BaseObserver:
     def on_enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None:
         return None
 
-    def on_worker_stopped(self, worker_id: str) -> None:
+    def on_recovery(self, event: RecoveryEvent) -> None:
         return None
 
     def on_worker_started(self, event: WorkerStartedEvent) -> None:
         return None
 
-    def on_recovery(self, event: RecoveryEvent) -> None:
+    def on_worker_stopped(self, worker_id: str) -> None:
         return None
 
 
@@ -216,6 +226,9 @@ class RecordingObserver(BaseObserver):
     def on_job_end(self, event: JobEndEvent) -> None:
         self.events.append(event)
 
+    def on_recovery(self, event: RecoveryEvent) -> None:
+        self.events.append(event)
+
     @property
     def transitions(self) -> list[TransitionEvent]:
         return [e for e in self.events if isinstance(e, TransitionEvent)]
@@ -223,3 +236,11 @@ class RecordingObserver(BaseObserver):
     @property
     def nacks(self) -> list[NackEvent]:
         return [e for e in self.events if isinstance(e, NackEvent)]
+
+    @property
+    def job_ends(self) -> list[JobEndEvent]:
+        return [e for e in self.events if isinstance(e, JobEndEvent)]
+
+    @property
+    def recoveries(self) -> list[RecoveryEvent]:
+        return [e for e in self.events if isinstance(e, RecoveryEvent)]

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from soniq.params import Rescue
 
 
 class JobStatus(str, enum.Enum):
@@ -43,6 +46,10 @@ class DeadLetterReason(str, enum.Enum):
     ZOMBIE = "zombie"
     WORKER_LOST = "worker_lost"
     NON_RETRYABLE = "non_retryable"
+    CORRUPT_ROW = "corrupt_row"
+    """The row's stored arguments or result could not be decoded."""
+    STUCK = "stuck"
+    """The handler would not stop after cancellation, or kept running past its deadline."""
 
 
 QUEUE_STATS_KEYS: tuple[str, ...] = (
@@ -96,6 +103,9 @@ class JobRecord:
     updated_at: datetime
     started_at: datetime | None = None
     trace_context: Mapping[str, str] | None = None
+    decode_error: str | None = None
+    """Set by the backend, instead of raising, when the stored args or result could not be
+    decoded (then `args` is empty and/or `result` None); core dead-letters such a row."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -121,6 +131,8 @@ class DeadLetterRecord:
     last_resurrection_at: datetime | None = None
     max_attempts: int = 1
     priority: int = 100
+    decode_error: str | None = None
+    """As on `JobRecord`: the stored args could not be decoded (then `args` is empty)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -137,6 +149,8 @@ class WorkerInfo:
     pid: int
     queues: tuple[str, ...] | None
     concurrency: int
+    job_names: tuple[str, ...] | None = None
+    """The job names this worker has registered (None: not reported)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +165,7 @@ class WorkerRecord:
     status: WorkerStatus
     last_heartbeat: datetime
     started_at: datetime
+    job_names: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +177,21 @@ class RecoveryResult:
     dead_lettered: tuple[str, ...] = ()
     skipped: bool = False
     """True when another process held the sweep lock and this call did nothing."""
+    rescues: tuple[Rescue, ...] = field(default=(), compare=False)
+    """Core's decision for each row actually written (release, requeue or dead letter,
+    with its reason); left out of equality so results compare by what moved."""
+
+
+@dataclass(frozen=True, slots=True)
+class StaleScan:
+    """What `find_stale_jobs` found: the workers it marked `stopped` and the rows they orphaned."""
+
+    stale_workers: tuple[str, ...] = ()
+    orphaned: tuple[JobRecord, ...] = ()
+    """`processing` rows owned by a stale worker, or by a worker id with no row or a
+    `stopped` row and `updated_at` older than the timeout, oldest `updated_at` first."""
+    skipped: bool = False
+    """True when another process held the sweep lock: nothing was marked or read."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from soniq.errors import UnknownJobError
+from soniq.outcomes import HandlerKind
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,8 +26,8 @@ class JobDefinition:
         return self.max_retries + 1
 
     @property
-    def handler_kind(self) -> str:
-        return "async" if self.is_async else "sync"
+    def handler_kind(self) -> HandlerKind:
+        return HandlerKind.ASYNC if self.is_async else HandlerKind.SYNC
 
 
 def default_job_name(func: Callable[..., Any]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -17,26 +17,47 @@ from typing import Any
 
 from soniq.backend import BackendCapabilities
 from soniq.errors import InvalidURLError, SoniqError
+from soniq.params import (
+    CancelJobParams,
+    ClaimJobsParams,
+    CompleteJobsParams,
+    DeadLetterJobParams,
+    EnqueueJobsParams,
+    FindStaleJobsParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    HeartbeatParams,
+    ListDeadLetterParams,
+    ListJobsParams,
+    MarkStartedParams,
+    NackJobParams,
+    PrepareWorkerParams,
+    PurgeDeadLetterParams,
+    QueueStatsParams,
+    RegisterWorkerParams,
+    ReplayDeadLetterParams,
+    RescueJobsParams,
+    RetryJobParams,
+    SetWorkerStatusParams,
+    SnoozeJobParams,
+    WaitForJobsParams,
+)
 from soniq.records import (
     DeadLetterRecord,
     JobRecord,
     JobStatus,
-    NewJob,
     QueueStats,
-    RecoveryResult,
-    StaleJobPolicy,
-    WorkerInfo,
+    StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_memory.recovery import sweep_stale_workers
+from soniq_memory.recovery import apply_rescue, find_stale
 from soniq_memory.store import MemoryStore, export, json_copy, named_stores
 
 _CAPABILITIES = BackendCapabilities(
     push_wakeup=True,
     transactional_enqueue=False,
     shared_across_processes=False,
-    batch_complete=True,
 )
 _URL_OPTIONS = ("namespace",)
 
@@ -161,19 +182,19 @@ class MemoryBackend:
     async def setup(self) -> None:
         return None
 
-    async def prepare_worker(self, *, concurrency: int, prefetch: int) -> None:
-        if concurrency < 1:
-            raise SoniqError(f"concurrency must be at least 1, got {concurrency}")
-        if prefetch < 0:
-            raise SoniqError(f"prefetch must be 0 or more, got {prefetch}")
+    async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
+        if params.concurrency < 1:
+            raise SoniqError(f"concurrency must be at least 1, got {params.concurrency}")
+        if params.prefetch < 0:
+            raise SoniqError(f"prefetch must be 0 or more, got {params.prefetch}")
 
     async def drop_schema(self) -> None:
         self.reset()
 
     # -- producers -------------------------------------------------------------
 
-    async def enqueue_jobs(self, *, jobs: Sequence[NewJob], connection: Any = None) -> None:
-        if connection is not None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+        if params.connection is not None:
             raise SoniqError("the memory backend has no transactional enqueue; pass connection=None")
         store = self._store
         with store.lock:
@@ -181,7 +202,7 @@ class MemoryBackend:
             seen: set[str] = set()
             rows: list[JobRecord] = []
             # Build every row before writing any, so a bad job leaves the store untouched.
-            for job in jobs:
+            for job in params.jobs:
                 if job.id in seen or job.id in store.jobs:
                     raise ValueError(f"a job with id {job.id!r} already exists")
                 seen.add(job.id)
@@ -203,19 +224,13 @@ class MemoryBackend:
             for queue in {row.queue for row in rows}:
                 store.wake(queue)
 
-    async def get_job(self, *, job_id: str) -> JobRecord | None:
+    async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         with self._store.lock:
-            row = self._store.jobs.get(job_id)
+            row = self._store.jobs.get(params.job_id)
             return export(row) if row is not None else None
 
-    async def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        status: JobStatus | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[JobRecord]:
+    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
+        queue, status, limit, offset = params.queue, params.status, params.limit, params.offset
         with self._store.lock:
             rows = [
                 row
@@ -225,10 +240,10 @@ class MemoryBackend:
             rows.sort(key=lambda row: (row.created_at, row.id), reverse=True)
             return [export(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
 
-    async def cancel_job(self, *, job_id: str) -> bool:
+    async def cancel_job(self, params: CancelJobParams, /) -> bool:
         store = self._store
         with store.lock:
-            row = store.jobs.get(job_id)
+            row = store.jobs.get(params.job_id)
             if row is None or row.status is not JobStatus.QUEUED:
                 return False
             store.put_job(replace(row, status=JobStatus.CANCELLED, updated_at=store.now()))
@@ -236,14 +251,8 @@ class MemoryBackend:
 
     # -- the claim path --------------------------------------------------------
 
-    async def claim_jobs(
-        self,
-        *,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        limit: int,
-        mark_started: bool,
-    ) -> list[JobRecord]:
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        worker_id, queues, limit, mark_started = params.worker_id, params.queues, params.limit, params.mark_started
         store = self._store
         with store.lock:
             if limit <= 0:
@@ -278,48 +287,41 @@ class MemoryBackend:
             return None
         return row
 
-    async def mark_started(self, *, job_id: str, worker_id: str) -> bool:
+    async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
         store = self._store
         with store.lock:
-            row = self._owned(job_id, worker_id)
-            if row is None:
-                return False
+            written: set[str] = set()
             now = store.now()
-            store.put_job(replace(row, started_at=now, updated_at=now))
-            return True
+            for job_id in params.job_ids:
+                row = self._owned(job_id, params.worker_id)
+                if row is None:
+                    continue
+                store.put_job(replace(row, started_at=now, updated_at=now))
+                written.add(job_id)
+            return written
 
-    async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
-        store = self._store
-        with store.lock:
-            row = self._owned(job_id, worker_id)
-            if row is None:
-                return False
-            stored_result = json_copy(result, what="job result")
-            store.put_job(
-                replace(row, status=JobStatus.DONE, result=stored_result, worker_id=None, updated_at=store.now())
-            )
-            return True
-
-    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
+    async def complete_jobs(self, params: CompleteJobsParams, /) -> set[str]:
         store = self._store
         with store.lock:
             # Serialise every result first: one that is not JSON must not leave the batch half-written.
-            stored = [(job_id, json_copy(result, what="job result")) for job_id, result in results]
+            stored = [(item.job_id, json_copy(item.result, what="job result")) for item in params.results]
             written: set[str] = set()
             now = store.now()
             for job_id, result in stored:
-                row = self._owned(job_id, worker_id)
+                row = self._owned(job_id, params.worker_id)
                 if row is None:
                     continue
                 store.put_job(replace(row, status=JobStatus.DONE, result=result, worker_id=None, updated_at=now))
                 written.add(job_id)
             return written
 
-    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
-        return self._requeue_owned(job_id, worker_id, scheduled_at, count_attempt=True, last_error=error)
+    async def retry_job(self, params: RetryJobParams, /) -> bool:
+        return self._requeue_owned(
+            params.job_id, params.worker_id, params.scheduled_at, count_attempt=True, last_error=params.error
+        )
 
-    async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
-        return self._requeue_owned(job_id, worker_id, scheduled_at, count_attempt=False)
+    async def snooze_job(self, params: SnoozeJobParams, /) -> bool:
+        return self._requeue_owned(params.job_id, params.worker_id, params.scheduled_at, count_attempt=False)
 
     def _requeue_owned(
         self,
@@ -351,30 +353,28 @@ class MemoryBackend:
             store.wake(row.queue)
             return True
 
-    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
+    async def dead_letter_job(self, params: DeadLetterJobParams, /) -> bool:
         store = self._store
         with store.lock:
-            row = self._owned(job_id, worker_id)
+            row = self._owned(params.job_id, params.worker_id)
             if row is None:
                 return False
-            self._store.move_to_dead_letter(replace(row, attempts=row.attempts + 1), error=error, reason=reason)
+            store.move_to_dead_letter(replace(row, attempts=row.attempts + 1), error=params.error, reason=params.reason)
             return True
 
-    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
+    async def nack_job(self, params: NackJobParams, /) -> bool:
         store = self._store
         with store.lock:
-            row = self._owned(job_id, worker_id)
+            row = self._owned(params.job_id, params.worker_id)
             if row is None:
                 return False
-            self._write_nack(row)
+            store.write_nack(row)
             return True
-
-    def _write_nack(self, row: JobRecord) -> None:
-        self._store.write_nack(row)
 
     # -- workers ---------------------------------------------------------------
 
-    async def register_worker(self, *, worker: WorkerInfo) -> None:
+    async def register_worker(self, params: RegisterWorkerParams, /) -> None:
+        worker = params.worker
         store = self._store
         with store.lock:
             now = store.now()
@@ -389,16 +389,23 @@ class MemoryBackend:
                 started_at=now,
             )
 
-    async def heartbeat(self, *, worker_id: str, status: WorkerStatus | None = None) -> bool:
+    async def heartbeat(self, params: HeartbeatParams, /) -> bool:
         store = self._store
         with store.lock:
-            worker = store.workers.get(worker_id)
+            worker = store.workers.get(params.worker_id)
             if worker is None or worker.status is WorkerStatus.STOPPED:
                 return False
-            store.workers[worker_id] = replace(
-                worker,
-                last_heartbeat=store.now(),
-                status=WorkerStatus(status) if status is not None else worker.status,
+            store.workers[params.worker_id] = replace(worker, last_heartbeat=store.now())
+            return True
+
+    async def set_worker_status(self, params: SetWorkerStatusParams, /) -> bool:
+        store = self._store
+        with store.lock:
+            worker = store.workers.get(params.worker_id)
+            if worker is None:
+                return False
+            store.workers[params.worker_id] = replace(
+                worker, status=WorkerStatus(params.status), last_heartbeat=store.now()
             )
             return True
 
@@ -406,13 +413,22 @@ class MemoryBackend:
         with self._store.lock:
             return sorted(self._store.workers.values(), key=lambda worker: (worker.started_at, worker.id))
 
-    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
+    # -- stale recovery --------------------------------------------------------
+
+    async def find_stale_jobs(self, params: FindStaleJobsParams, /) -> StaleScan:
+        # One lock means one sweeper at a time, so this store never reports `skipped`.
         with self._store.lock:
-            return sweep_stale_workers(self._store, heartbeat_timeout=heartbeat_timeout, policy=StaleJobPolicy(policy))
+            return find_stale(self._store, heartbeat_timeout=params.heartbeat_timeout)
+
+    async def rescue_jobs(self, params: RescueJobsParams, /) -> set[str]:
+        store = self._store
+        with store.lock:
+            return {rescue.job_id for rescue in params.rescues if apply_rescue(store, rescue)}
 
     # -- observation -----------------------------------------------------------
 
-    async def queue_stats(self, *, queue: str | None = None) -> QueueStats:
+    async def queue_stats(self, params: QueueStatsParams, /) -> QueueStats:
+        queue = params.queue
         with self._store.lock:
             counts = dict.fromkeys(JobStatus, 0)
             for row in self._store.jobs.values():
@@ -428,7 +444,8 @@ class MemoryBackend:
                 cancelled=counts[JobStatus.CANCELLED],
             )
 
-    async def wait_for_jobs(self, *, queues: Sequence[str] | None, timeout: float) -> None:
+    async def wait_for_jobs(self, params: WaitForJobsParams, /) -> None:
+        queues, timeout = params.queues, params.timeout
         store = self._store
         with store.lock:
             now = store.now()
@@ -448,20 +465,20 @@ class MemoryBackend:
 
     # -- dead letters ----------------------------------------------------------
 
-    async def list_dead_letter(
-        self, *, queue: str | None = None, limit: int = 100, offset: int = 0
-    ) -> list[DeadLetterRecord]:
+    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
+        queue, limit, offset = params.queue, params.limit, params.offset
         with self._store.lock:
             rows = [row for row in self._store.dead_letters.values() if queue is None or row.queue == queue]
             rows.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id), reverse=True)
             return [export(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
 
-    async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
+    async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         with self._store.lock:
-            row = self._store.dead_letters.get(job_id)
+            row = self._store.dead_letters.get(params.job_id)
             return export(row) if row is not None else None
 
-    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
+    async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
+        job_id, new_job_id, scheduled_at = params.job_id, params.new_job_id, params.scheduled_at
         store = self._store
         with store.lock:
             dead = store.dead_letters.get(job_id)
@@ -488,6 +505,6 @@ class MemoryBackend:
             store.wake(dead.queue)
             return new_job_id
 
-    async def purge_dead_letter(self, *, job_id: str) -> bool:
+    async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         with self._store.lock:
-            return self._store.dead_letters.pop(job_id, None) is not None
+            return self._store.dead_letters.pop(params.job_id, None) is not None

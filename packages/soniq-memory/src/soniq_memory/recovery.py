@@ -1,24 +1,28 @@
-"""One stale-worker sweep over a memory store (the caller holds the store's lock)."""
+"""The memory store's half of stale recovery: find orphaned rows, store core's rescues.
+
+Core decides each row's fate (`soniq.rescue.decide_rescue`); nothing here
+chooses between release, requeue and dead-letter. The caller holds the lock.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
 
-from soniq.records import DeadLetterReason, JobStatus, RecoveryResult, StaleJobPolicy, WorkerStatus
+from soniq.params import Rescue, RescueAction
+from soniq.records import JobStatus, StaleScan, WorkerStatus
 from soniq_memory.store import MemoryStore
 
 
-def _gone(store: MemoryStore, worker_id: str | None) -> bool:
+def _gone(store: MemoryStore, worker_id: str) -> bool:
     """No live worker owns this id: it has no row, or its row says stopped."""
-    worker = store.workers.get(worker_id) if worker_id is not None else None
+    worker = store.workers.get(worker_id)
     return worker is None or worker.status is WorkerStatus.STOPPED
 
 
-def sweep_stale_workers(store: MemoryStore, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
-    """Mark silent workers stopped and settle each row they (or gone worker ids) still hold."""
-    now = store.now()
-    cutoff = now - timedelta(seconds=heartbeat_timeout)
+def find_stale(store: MemoryStore, *, heartbeat_timeout: float) -> StaleScan:
+    """Mark silent workers stopped; return them and every row they (or gone worker ids) still hold."""
+    cutoff = store.now() - timedelta(seconds=heartbeat_timeout)
     stale = [
         worker.id
         for worker in store.workers.values()
@@ -34,34 +38,39 @@ def sweep_stale_workers(store: MemoryStore, *, heartbeat_timeout: float, policy:
         and row.worker_id is not None
         and (row.worker_id in stale_set or (_gone(store, row.worker_id) and row.updated_at < cutoff))
     ]
-    requeued: list[str] = []
-    dead_lettered: list[str] = []
-    for row in sorted(orphaned, key=lambda row: (row.updated_at, row.id)):
-        if row.started_at is None:
-            # The handler never ran user code: hand it back without spending an attempt.
-            store.write_nack(row)
-            requeued.append(row.id)
-            continue
-        lost = f"worker {row.worker_id} was lost (no heartbeat for {heartbeat_timeout:g}s) while running it"
-        counted = replace(row, attempts=row.attempts + 1)
-        if policy is StaleJobPolicy.DEAD_LETTER:
-            store.move_to_dead_letter(counted, error=lost, reason=DeadLetterReason.ZOMBIE.value)
-            dead_lettered.append(row.id)
-        elif counted.attempts >= counted.max_attempts:
-            store.move_to_dead_letter(counted, error=lost, reason=DeadLetterReason.WORKER_LOST.value)
-            dead_lettered.append(row.id)
-        else:
-            store.put_job(
-                replace(
-                    counted,
-                    status=JobStatus.QUEUED,
-                    worker_id=None,
-                    started_at=None,
-                    last_error=lost,
-                    scheduled_at=now,
-                    updated_at=now,
-                )
+    orphaned.sort(key=lambda row: (row.updated_at, row.id))
+    return StaleScan(stale_workers=tuple(stale), orphaned=tuple(orphaned))
+
+
+def apply_rescue(store: MemoryStore, rescue: Rescue) -> bool:
+    """Write one rescue exactly as given, only while the row is still as it was read."""
+    row = store.jobs.get(rescue.job_id)
+    if (
+        row is None
+        or row.status is not JobStatus.PROCESSING
+        or row.worker_id != rescue.expected_worker_id
+        or row.updated_at != rescue.expected_updated_at
+    ):
+        return False
+    counted = replace(row, attempts=rescue.attempts)
+    if rescue.action is RescueAction.RELEASE:
+        store.write_nack(counted)
+    elif rescue.action is RescueAction.DEAD_LETTER:
+        store.move_to_dead_letter(
+            counted, error=rescue.error if rescue.error is not None else row.last_error, reason=rescue.reason or ""
+        )
+    else:
+        now = store.now()
+        store.put_job(
+            replace(
+                counted,
+                status=JobStatus.QUEUED,
+                worker_id=None,
+                started_at=None,
+                last_error=rescue.error if rescue.error is not None else row.last_error,
+                scheduled_at=now,
+                updated_at=now,
             )
-            store.wake(row.queue)
-            requeued.append(row.id)
-    return RecoveryResult(stale_workers=tuple(stale), requeued=tuple(requeued), dead_lettered=tuple(dead_lettered))
+        )
+        store.wake(row.queue)
+    return True

@@ -11,4 +11,6 @@ from __future__ import annotations
 from soniq_otel import attributes
 from soniq_otel.observer import FLUSH_TIMEOUT_MILLIS, SoniqTracingObserver, create_observer
 
+__version__ = "0.2.0"
+
 __all__ = ["FLUSH_TIMEOUT_MILLIS", "SoniqTracingObserver", "attributes", "create_observer"]

@@ -41,9 +41,10 @@ JOB_ATTEMPT: Final = "soniq.job.attempt"
 """1-based number of this run among the runs that count against the retry budget."""
 JOB_MAX_ATTEMPTS: Final = "soniq.job.max_attempts"
 JOB_HANDLER_KIND: Final = "soniq.job.handler_kind"
-"""``async`` or ``sync``."""
+"""A `soniq.HandlerKind` value: ``async``, ``sync`` or ``unknown``."""
 JOB_OUTCOME: Final = "soniq.job.outcome"
-"""``done``, ``retry``, ``timeout_retry``, ``dead_letter``, ``snoozed``, ``nacked``, ``lost``, ``unwritten``."""
+"""A `soniq.JobOutcome` value (core's one vocabulary); ``unfinished`` when the worker stopped
+before reporting the job's end."""
 JOB_ERROR: Final = "soniq.job.error"
 """The error text as stored in the row's `last_error`."""
 

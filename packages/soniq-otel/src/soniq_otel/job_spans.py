@@ -20,11 +20,12 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
 from soniq.observers import EnqueueEvent, JobEndEvent, JobStartEvent
+from soniq.outcomes import HandlerKind, JobOutcome
 from soniq_otel import attributes as a
 
-FAILED_OUTCOMES = frozenset({"retry", "timeout_retry", "dead_letter", "lost", "unwritten"})
-"""Outcomes that set the consumer span's status to ERROR. A nack is not one:
-the worker gave the job up, the job did not fail (its attempts are kept)."""
+FAILED_OUTCOMES = frozenset(outcome for outcome in JobOutcome if outcome.failed)
+"""Outcomes that set the consumer span's status to ERROR: core's own `JobOutcome.failed`.
+A nack is not one: the worker gave the job up, the job did not fail (its attempts are kept)."""
 
 MAX_OPEN_SENDS = 10_000
 """Producer spans whose enqueue never reported its end are ended after this many, oldest first."""
@@ -121,7 +122,7 @@ class JobTracing:
                     a.JOB_NAME: job.job_name,
                     a.JOB_ATTEMPT: event.attempt,
                     a.JOB_MAX_ATTEMPTS: job.max_attempts,
-                    a.JOB_HANDLER_KIND: event.handler_kind,
+                    a.JOB_HANDLER_KIND: HandlerKind(event.handler_kind).value,
                     a.WORKER_ID: event.worker_id,
                 }
             )
@@ -140,21 +141,21 @@ class JobTracing:
         span = entry.span
         if span.is_recording():
             self._record_outcome(span, event)
-            if event.outcome == "nacked":
+            if event.outcome is JobOutcome.NACKED:
                 self._nacked[event.job.id] = (event.worker_id, span.get_span_context())
         span.end()
 
     def _record_outcome(self, span: Span, event: JobEndEvent) -> None:
-        outcome = event.outcome
+        outcome = JobOutcome(event.outcome).value
         span.set_attribute(a.JOB_OUTCOME, outcome)
         if event.error_text:
             span.set_attribute(a.JOB_ERROR, event.error_text)
-        if outcome != "done":
+        if outcome != JobOutcome.DONE.value:
             event_attrs: dict[str, str | int] = {a.JOB_OUTCOME: outcome, a.JOB_ATTEMPT: event.attempt}
             if event.error_text:
                 event_attrs[a.JOB_ERROR] = event.error_text
             span.add_event(a.EVENT_JOB_OUTCOME_PREFIX + outcome, attributes=event_attrs)
-        if outcome in FAILED_OUTCOMES:
+        if JobOutcome(outcome) in FAILED_OUTCOMES:
             if event.error is not None:
                 span.record_exception(event.error)
             span.set_attribute(a.ERROR_TYPE, error_type(event.error) if event.error is not None else outcome)
@@ -179,7 +180,7 @@ class JobTracing:
         """The worker stopped: end what it never reported an end for (its tasks are gone)."""
         for job_id in [j for j, e in self._processing.items() if e.worker_id == worker_id]:
             span = self._processing.pop(job_id).span
-            span.set_attribute(a.JOB_OUTCOME, "unfinished")
+            span.set_attribute(a.JOB_OUTCOME, JobOutcome.UNFINISHED.value)
             span.set_status(Status(StatusCode.ERROR, "the worker stopped before the job's end was reported"))
             span.end()
         for job_id in [j for j, (w, _) in self._nacked.items() if w == worker_id]:

@@ -19,15 +19,38 @@ import asyncpg
 
 from soniq.backend import BackendCapabilities
 from soniq.errors import SoniqError
+from soniq.params import (
+    CancelJobParams,
+    ClaimJobsParams,
+    CompleteJobsParams,
+    DeadLetterJobParams,
+    EnqueueJobsParams,
+    FindStaleJobsParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    HeartbeatParams,
+    ListDeadLetterParams,
+    ListJobsParams,
+    MarkStartedParams,
+    NackJobParams,
+    PrepareWorkerParams,
+    PurgeDeadLetterParams,
+    QueueStatsParams,
+    RegisterWorkerParams,
+    ReplayDeadLetterParams,
+    RescueJobsParams,
+    RetryJobParams,
+    SetWorkerStatusParams,
+    SnoozeJobParams,
+    WaitForJobsParams,
+)
 from soniq.records import (
     DeadLetterRecord,
     JobRecord,
     JobStatus,
     NewJob,
     QueueStats,
-    RecoveryResult,
-    StaleJobPolicy,
-    WorkerInfo,
+    StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
@@ -36,7 +59,6 @@ from soniq_postgres.connection import is_connection_fault, open_connection, open
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
 from soniq_postgres.queries import Queries
-from soniq_postgres.recovery import RecoverySql, recover_stale_workers
 from soniq_postgres.rows import (
     affected,
     claim_order,
@@ -47,6 +69,7 @@ from soniq_postgres.rows import (
     utc,
     worker_record,
 )
+from soniq_postgres.stale import StaleSql, find_stale_jobs, rescue_jobs
 
 # A worker's connections beyond one per slot: one claiming, one for
 # heartbeats and recovery (so they never queue behind job results).
@@ -85,7 +108,7 @@ class PostgresBackend:
     def __init__(self, options: PostgresOptions) -> None:
         self._options = options
         self._queries = Queries(options.schema)
-        self._recovery_sql = RecoverySql(self._queries)
+        self._stale_sql = StaleSql(self._queries)
         self._claim_sql = {kind: self._queries.claim(queue_count=kind) for kind in (None, 1, 2)}
         self._pool: asyncpg.Pool | None = None
         self._pool_size = options.max_size
@@ -98,7 +121,6 @@ class PostgresBackend:
         self._capabilities = BackendCapabilities(
             push_wakeup=options.listen,
             transactional_enqueue=True,
-            batch_complete=True,
             shared_across_processes=True,
         )
 
@@ -153,8 +175,9 @@ class PostgresBackend:
         await self._ensure_pool()
         await self._migrate(only_if_missing=False)
 
-    async def prepare_worker(self, *, concurrency: int, prefetch: int) -> None:
+    async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         await self._ensure_pool()
+        concurrency = params.concurrency
         needed = required_pool_size(concurrency)
         if self._pool_size < needed:
             if self._options.max_size_explicit:
@@ -183,7 +206,8 @@ class PostgresBackend:
 
     # -- producers ---------------------------------------------------------
 
-    async def enqueue_jobs(self, *, jobs: Sequence[NewJob], connection: Any = None) -> None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+        jobs, connection = params.jobs, params.connection
         if not jobs:
             return
         queues = sorted({job.queue for job in jobs})
@@ -261,19 +285,13 @@ class PostgresBackend:
         )
         await conn.execute(self._queries.notify, channel, payload)
 
-    async def get_job(self, *, job_id: str) -> JobRecord | None:
+    async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         async with self._connection() as conn:
-            row = await conn.fetchrow(self._queries.get_job, job_id)
+            row = await conn.fetchrow(self._queries.get_job, params.job_id)
         return None if row is None else job_record(row)
 
-    async def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        status: JobStatus | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[JobRecord]:
+    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
+        queue, status = params.queue, params.status
         args: list[Any] = []
         if queue is not None:
             args.append(queue)
@@ -281,23 +299,17 @@ class PostgresBackend:
             args.append(JobStatus(status).value)
         sql = self._queries.list_jobs(by_queue=queue is not None, by_status=status is not None)
         async with self._connection() as conn:
-            rows = await conn.fetch(sql, *args, limit, offset)
+            rows = await conn.fetch(sql, *args, params.limit, params.offset)
         return [job_record(row) for row in rows]
 
-    async def cancel_job(self, *, job_id: str) -> bool:
+    async def cancel_job(self, params: CancelJobParams, /) -> bool:
         async with self._connection() as conn:
-            return affected(await conn.execute(self._queries.cancel, job_id)) == 1
+            return affected(await conn.execute(self._queries.cancel, params.job_id)) == 1
 
     # -- the claim path ----------------------------------------------------
 
-    async def claim_jobs(
-        self,
-        *,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        limit: int,
-        mark_started: bool,
-    ) -> list[JobRecord]:
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        queues, limit = params.queues, params.limit
         if limit <= 0 or (queues is not None and not queues):
             return []
         if self._listener is not None:
@@ -310,37 +322,44 @@ class PostgresBackend:
         else:
             sql, args = self._claim_sql[2], (list(queues),)
         async with self._connection() as conn:
-            rows = await conn.fetch(sql, worker_id, limit, mark_started, *args)
+            rows = await conn.fetch(sql, params.worker_id, limit, params.mark_started, *args)
         return sorted((job_record(row) for row in rows), key=claim_order)
 
-    async def mark_started(self, *, job_id: str, worker_id: str) -> bool:
-        return await self._fenced(self._queries.mark_started, job_id, worker_id)
-
-    async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
-        return await self._fenced(self._queries.complete, job_id, worker_id, to_json(result))
-
-    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
-        if not results:
+    async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
+        if not params.job_ids:
             return set()
-        ids = [job_id for job_id, _ in results]
-        payloads = [to_json(value) for _, value in results]
         async with self._connection() as conn:
-            rows = await conn.fetch(self._queries.complete_many, ids, worker_id, payloads)
+            rows = await conn.fetch(self._queries.mark_started, list(params.job_ids), params.worker_id)
         return {row["id"] for row in rows}
 
-    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
-        return await self._fenced(self._queries.retry, job_id, worker_id, error, utc(scheduled_at))
-
-    async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
-        return await self._fenced(self._queries.snooze, job_id, worker_id, utc(scheduled_at))
-
-    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
+    async def complete_jobs(self, params: CompleteJobsParams, /) -> set[str]:
+        results = params.results
+        if not results:
+            return set()
+        ids = [result.job_id for result in results]
+        payloads = [to_json(result.result) for result in results]
         async with self._connection() as conn:
-            moved = await conn.fetchval(self._queries.dead_letter, job_id, worker_id, error, str(reason))
+            rows = await conn.fetch(self._queries.complete_many, ids, params.worker_id, payloads)
+        return {row["id"] for row in rows}
+
+    async def retry_job(self, params: RetryJobParams, /) -> bool:
+        return await self._fenced(
+            self._queries.retry, params.job_id, params.worker_id, params.error, utc(params.scheduled_at)
+        )
+
+    async def snooze_job(self, params: SnoozeJobParams, /) -> bool:
+        return await self._fenced(self._queries.snooze, params.job_id, params.worker_id, utc(params.scheduled_at))
+
+    async def dead_letter_job(self, params: DeadLetterJobParams, /) -> bool:
+        reason = str(getattr(params.reason, "value", params.reason))
+        async with self._connection() as conn:
+            moved = await conn.fetchval(
+                self._queries.dead_letter, params.job_id, params.worker_id, params.error, reason
+            )
         return moved is not None
 
-    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
-        return await self._fenced(self._queries.nack, job_id, worker_id)
+    async def nack_job(self, params: NackJobParams, /) -> bool:
+        return await self._fenced(self._queries.nack, params.job_id, params.worker_id)
 
     async def _fenced(self, sql: str, *args: Any) -> bool:
         async with self._connection() as conn:
@@ -348,36 +367,49 @@ class PostgresBackend:
 
     # -- workers -----------------------------------------------------------
 
-    async def register_worker(self, *, worker: WorkerInfo) -> None:
+    async def register_worker(self, params: RegisterWorkerParams, /) -> None:
+        worker = params.worker
         queues = None if worker.queues is None else list(worker.queues)
         async with self._connection() as conn:
             await conn.execute(
                 self._queries.register_worker, worker.id, worker.hostname, worker.pid, queues, worker.concurrency
             )
 
-    async def heartbeat(self, *, worker_id: str, status: WorkerStatus | None = None) -> bool:
-        value = None if status is None else WorkerStatus(status).value
+    async def heartbeat(self, params: HeartbeatParams, /) -> bool:
         async with self._connection() as conn:
-            return affected(await conn.execute(self._queries.heartbeat, worker_id, value)) == 1
+            return affected(await conn.execute(self._queries.heartbeat, params.worker_id)) == 1
+
+    async def set_worker_status(self, params: SetWorkerStatusParams, /) -> bool:
+        status = WorkerStatus(params.status).value
+        async with self._connection() as conn:
+            return affected(await conn.execute(self._queries.set_worker_status, params.worker_id, status)) == 1
 
     async def list_workers(self) -> list[WorkerRecord]:
         async with self._connection() as conn:
             rows = await conn.fetch(self._queries.list_workers)
         return [worker_record(row) for row in rows]
 
-    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
+    # -- stale recovery ------------------------------------------------------
+
+    async def find_stale_jobs(self, params: FindStaleJobsParams, /) -> StaleScan:
         async with self._connection() as conn:
-            return await recover_stale_workers(
+            return await find_stale_jobs(
                 conn,
-                queries=self._queries,
-                sql=self._recovery_sql,
-                heartbeat_timeout=float(heartbeat_timeout),
-                policy=StaleJobPolicy(policy),
+                schema=self._queries.schema,
+                sql=self._stale_sql,
+                heartbeat_timeout=float(params.heartbeat_timeout),
             )
+
+    async def rescue_jobs(self, params: RescueJobsParams, /) -> set[str]:
+        if not params.rescues:
+            return set()
+        async with self._connection() as conn:
+            return await rescue_jobs(conn, sql=self._stale_sql, rescues=params.rescues)
 
     # -- observation -------------------------------------------------------
 
-    async def queue_stats(self, *, queue: str | None = None) -> QueueStats:
+    async def queue_stats(self, params: QueueStatsParams, /) -> QueueStats:
+        queue = params.queue
         async with self._connection() as conn:
             if queue is None:
                 row = await conn.fetchrow(self._queries.stats_all)
@@ -387,7 +419,8 @@ class PostgresBackend:
         counts = {key: int(row[key]) for key in ("queued", "processing", "done", "cancelled", "dead_letter")}
         return QueueStats(total=sum(counts.values()), **counts)
 
-    async def wait_for_jobs(self, *, queues: Sequence[str] | None, timeout: float) -> None:
+    async def wait_for_jobs(self, params: WaitForJobsParams, /) -> None:
+        queues, timeout = params.queues, params.timeout
         if not self._options.listen:
             await asyncio.sleep(max(timeout, 0.0))
             return
@@ -405,30 +438,33 @@ class PostgresBackend:
 
     # -- dead letters ------------------------------------------------------
 
-    async def list_dead_letter(
-        self, *, queue: str | None = None, limit: int = 100, offset: int = 0
-    ) -> list[DeadLetterRecord]:
+    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
+        queue, limit, offset = params.queue, params.limit, params.offset
         sql = self._queries.list_dead(by_queue=queue is not None)
         args: tuple[Any, ...] = (queue, limit, offset) if queue is not None else (limit, offset)
         async with self._connection() as conn:
             rows = await conn.fetch(sql, *args)
         return [dead_letter_record(row) for row in rows]
 
-    async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
+    async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         async with self._connection() as conn:
-            row = await conn.fetchrow(self._queries.get_dead, job_id)
+            row = await conn.fetchrow(self._queries.get_dead, params.job_id)
         return None if row is None else dead_letter_record(row)
 
-    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
+    async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
         async with self._connection() as conn:
             row = await conn.fetchrow(
-                self._queries.replay_dead, job_id, new_job_id, utc(scheduled_at), self._options.channel
+                self._queries.replay_dead,
+                params.job_id,
+                params.new_job_id,
+                utc(params.scheduled_at),
+                self._options.channel,
             )
         return None if row is None else str(row["id"])
 
-    async def purge_dead_letter(self, *, job_id: str) -> bool:
+    async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         async with self._connection() as conn:
-            return affected(await conn.execute(self._queries.purge_dead, job_id)) == 1
+            return affected(await conn.execute(self._queries.purge_dead, params.job_id)) == 1
 
     # -- internals ---------------------------------------------------------
 

@@ -65,10 +65,10 @@ SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
 UPDATE {jobs} SET status = 'cancelled', updated_at = now()
 WHERE id = $1 AND status = 'queued'"""
 
-        self.mark_started = f"UPDATE {jobs} SET started_at = now(), updated_at = now() WHERE {_OWNED}"
-        self.complete = f"""
-UPDATE {jobs} SET status = 'done', result = $3::text::json, worker_id = NULL, updated_at = now()
-WHERE {_OWNED}"""
+        self.mark_started = f"""
+UPDATE {jobs} SET started_at = now(), updated_at = now()
+WHERE id = ANY($1::text[]) AND status = 'processing' AND worker_id = $2
+RETURNING id"""
         self.complete_many = f"""
 UPDATE {jobs} AS j SET status = 'done', result = r.result::json, worker_id = NULL, updated_at = now()
 FROM unnest($1::text[], $3::text[]) AS r(id, result)
@@ -90,18 +90,10 @@ WHERE {_OWNED}"""
         self.dead_letter = f"""
 WITH moved AS (
     DELETE FROM {jobs} WHERE {_OWNED}
-    RETURNING id, job_name, args, queue, attempts, max_attempts, priority
+    RETURNING id, job_name, args, queue, attempts + 1 AS attempts, max_attempts, priority,
+              $3::text AS last_error, $4::text AS reason
 )
-INSERT INTO {dead} (id, job_name, args, queue, attempts, max_attempts, priority,
-                    last_error, dead_letter_reason, moved_to_dead_letter_at)
-SELECT id, job_name, args, queue, attempts + 1, max_attempts, priority, $3, $4, now() FROM moved
-ON CONFLICT (id) DO UPDATE SET
-    job_name = EXCLUDED.job_name, args = EXCLUDED.args, queue = EXCLUDED.queue,
-    attempts = EXCLUDED.attempts, max_attempts = EXCLUDED.max_attempts,
-    priority = EXCLUDED.priority, last_error = EXCLUDED.last_error,
-    dead_letter_reason = EXCLUDED.dead_letter_reason,
-    moved_to_dead_letter_at = EXCLUDED.moved_to_dead_letter_at
-RETURNING id"""
+{self.dead_letter_insert("moved")}"""
 
         self.register_worker = f"""
 INSERT INTO {self.workers} (id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at)
@@ -111,8 +103,11 @@ ON CONFLICT (id) DO UPDATE SET
     concurrency = EXCLUDED.concurrency, status = 'active',
     last_heartbeat = EXCLUDED.last_heartbeat, started_at = EXCLUDED.started_at"""
         self.heartbeat = f"""
-UPDATE {self.workers} SET last_heartbeat = now(), status = COALESCE($2, status)
-WHERE id = $1 AND status <> 'stopped'"""
+UPDATE {self.workers} SET last_heartbeat = now() WHERE id = $1 AND status <> 'stopped'"""
+        # A row recovery already marked `stopped` is never revived as `stopping`.
+        self.set_worker_status = f"""
+UPDATE {self.workers} SET status = $2, last_heartbeat = now()
+WHERE id = $1 AND (status <> 'stopped' OR $2 = 'stopped')"""
         self.list_workers = f"SELECT {WORKER_COLUMNS} FROM {self.workers} ORDER BY started_at, id"
 
         self.stats_all = f"""
@@ -144,6 +139,24 @@ WITH revived AS (
     RETURNING id, queue
 )
 SELECT id, pg_notify($4, queue) FROM inserted"""
+
+    def dead_letter_insert(self, moved: str) -> str:
+        """The one move into the dead-letter table, from the rows of the CTE `moved`.
+
+        `moved` yields the job row's columns with the new `attempts`, plus
+        `last_error` and `reason`; every dead-letter write (a handler's verdict
+        or a rescue) goes through this text, so both store a row the same way.
+        """
+        return f"""INSERT INTO {self.dead} (id, job_name, args, queue, attempts, max_attempts, priority,
+                    last_error, dead_letter_reason, moved_to_dead_letter_at)
+SELECT id, job_name, args, queue, attempts, max_attempts, priority, last_error, reason, now() FROM {moved}
+ON CONFLICT (id) DO UPDATE SET
+    job_name = EXCLUDED.job_name, args = EXCLUDED.args, queue = EXCLUDED.queue,
+    attempts = EXCLUDED.attempts, max_attempts = EXCLUDED.max_attempts,
+    priority = EXCLUDED.priority, last_error = EXCLUDED.last_error,
+    dead_letter_reason = EXCLUDED.dead_letter_reason,
+    moved_to_dead_letter_at = EXCLUDED.moved_to_dead_letter_at
+RETURNING id"""
 
     def claim(self, *, queue_count: int | None) -> str:
         """The claim statement: one queue (`$5` text), several (`$5` text[]), or all (None).

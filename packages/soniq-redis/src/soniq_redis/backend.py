@@ -13,23 +13,47 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import uuid
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
 from typing import Any, cast
 
 from redis.asyncio import Redis
 
 from soniq.backend import BACKEND_PROTOCOL_VERSION, BackendCapabilities
 from soniq.errors import SoniqError
+from soniq.params import (
+    CancelJobParams,
+    ClaimJobsParams,
+    CompleteJobsParams,
+    DeadLetterJobParams,
+    EnqueueJobsParams,
+    FindStaleJobsParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    HeartbeatParams,
+    ListDeadLetterParams,
+    ListJobsParams,
+    MarkStartedParams,
+    NackJobParams,
+    PrepareWorkerParams,
+    PurgeDeadLetterParams,
+    QueueStatsParams,
+    RegisterWorkerParams,
+    ReplayDeadLetterParams,
+    Rescue,
+    RescueAction,
+    RescueJobsParams,
+    RetryJobParams,
+    SetWorkerStatusParams,
+    SnoozeJobParams,
+    WaitForJobsParams,
+)
 from soniq.records import (
     DeadLetterRecord,
     JobRecord,
     JobStatus,
-    NewJob,
     QueueStats,
-    RecoveryResult,
-    StaleJobPolicy,
-    WorkerInfo,
+    StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
@@ -51,12 +75,32 @@ SCHEMA_VERSION = 1
 # Ready-set members carry the priority in 16 fixed-width digits.
 PRIORITY_LIMIT = 10**15
 _SCAN_BATCH = 500
+# How long one sweeper may hold the sweep between its find and its rescue
+# before another may take over (a sweeper that died in between loses nothing:
+# its workers stay stopped and their rows are found again).
+SWEEP_LOCK_MS = 2_000
 
 
 def _queue_args(queues: Sequence[str] | None) -> list[str]:
     if queues is None:
         return ["1"]
     return ["0", *dict.fromkeys(queues)]
+
+
+def _rescue_args(rescue: Rescue) -> list[str | int]:
+    action = RescueAction(rescue.action)
+    if action is RescueAction.DEAD_LETTER and rescue.reason is None:
+        raise ValueError(f"a dead-letter rescue needs a reason (job {rescue.job_id})")
+    return [
+        rescue.job_id,
+        rescue.expected_worker_id,
+        to_micros(rescue.expected_updated_at),
+        action.value,
+        rescue.attempts,
+        "0" if rescue.error is None else "1",
+        rescue.error or "",
+        rescue.reason or "",
+    ]
 
 
 class RedisBackend:
@@ -70,6 +114,8 @@ class RedisBackend:
         self._wakeups: WakeupListener | None = None
         self._connect_lock = asyncio.Lock()
         self._claim_generation = 0
+        # Names this instance as the holder of the sweep lock between its find and its rescue.
+        self._sweeper_token = uuid.uuid4().hex
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisBackend:
@@ -84,7 +130,6 @@ class RedisBackend:
         return BackendCapabilities(
             push_wakeup=True,
             transactional_enqueue=False,
-            batch_complete=True,
             shared_across_processes=True,
             protocol_version=BACKEND_PROTOCOL_VERSION,
         )
@@ -132,7 +177,8 @@ class RedisBackend:
                 f"(schema {stored!s}, this one knows {SCHEMA_VERSION}); upgrade soniq-redis"
             )
 
-    async def prepare_worker(self, *, concurrency: int, prefetch: int) -> None:
+    async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
+        concurrency, prefetch = params.concurrency, params.prefetch
         limit = self._target.options["max_connections"]
         # Each in-flight row may finish at the same moment, plus the claim loop
         # and heartbeat, plus the pub/sub subscription.
@@ -179,8 +225,9 @@ class RedisBackend:
 
     # -- producers -------------------------------------------------------------
 
-    async def enqueue_jobs(self, *, jobs: Sequence[NewJob], connection: Any = None) -> None:
-        if connection is not None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+        jobs = params.jobs
+        if params.connection is not None:
             raise SoniqError(
                 "the Redis backend cannot join a database transaction (transactional_enqueue is False); "
                 "enqueue without connection="
@@ -203,22 +250,15 @@ class RedisBackend:
             ]
         await self._run("enqueue", *args)
 
-    async def get_job(self, *, job_id: str) -> JobRecord | None:
+    async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         client, _ = await self._ready()
         with translated_errors(self._target):
-            fields = await client.hgetall(self.keys.job(job_id))
+            fields = await client.hgetall(self.keys.job(params.job_id))
         return job_record(text_map(fields)) if fields else None
 
-    async def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        status: JobStatus | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[JobRecord]:
-        status_arg = "" if status is None else JobStatus(status).value
-        rows = await self._list("jobs", queue, status_arg, limit, offset)
+    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
+        status_arg = "" if params.status is None else JobStatus(params.status).value
+        rows = await self._list("jobs", params.queue, status_arg, params.limit, params.offset)
         return [job_record(pairs(row)) for row in rows]
 
     async def _list(self, kind: str, queue: str | None, status: str, limit: int, offset: int) -> list[Any]:
@@ -226,19 +266,13 @@ class RedisBackend:
         rows = await self._run("list_jobs", kind, queue or "", has_queue, status, max(offset, 0), limit)
         return cast(list[Any], rows)
 
-    async def cancel_job(self, *, job_id: str) -> bool:
-        return bool(await self._run("cancel", JobStatus.CANCELLED.value, job_id))
+    async def cancel_job(self, params: CancelJobParams, /) -> bool:
+        return bool(await self._run("cancel", JobStatus.CANCELLED.value, params.job_id))
 
     # -- the claim path ----------------------------------------------------------
 
-    async def claim_jobs(
-        self,
-        *,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        limit: int,
-        mark_started: bool,
-    ) -> list[JobRecord]:
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        queues, limit = params.queues, params.limit
         if limit <= 0 or (queues is not None and not queues):
             return []
         if self._wakeups is not None:
@@ -248,43 +282,46 @@ class RedisBackend:
         rows = await self._run(
             "claim",
             JobStatus.PROCESSING.value,
-            worker_id,
+            params.worker_id,
             limit,
-            "1" if mark_started else "0",
+            "1" if params.mark_started else "0",
             *_queue_args(queues),
         )
         return [job_record(pairs(row)) for row in rows]
 
-    async def mark_started(self, *, job_id: str, worker_id: str) -> bool:
-        return bool(await self._run("mark_started", job_id, worker_id))
-
-    async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
-        return bool(await self._run("complete", JobStatus.DONE.value, worker_id, job_id, dumps(result)))
-
-    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
-        if not results:
+    async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
+        if not params.job_ids:
             return set()
-        pairs_args: list[str | int] = []
-        for job_id, result in results:
-            pairs_args += [job_id, dumps(result)]
-        written = await self._run("complete", JobStatus.DONE.value, worker_id, *pairs_args)
+        written = await self._run("mark_started", params.worker_id, *params.job_ids)
         return {str(job_id) for job_id in written}
 
-    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
-        return bool(await self._run("requeue", "retry", job_id, worker_id, to_micros(scheduled_at), error))
+    async def complete_jobs(self, params: CompleteJobsParams, /) -> set[str]:
+        if not params.results:
+            return set()
+        pairs_args: list[str | int] = []
+        for item in params.results:
+            pairs_args += [item.job_id, dumps(item.result)]
+        written = await self._run("complete", JobStatus.DONE.value, params.worker_id, *pairs_args)
+        return {str(job_id) for job_id in written}
 
-    async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
-        return bool(await self._run("requeue", "snooze", job_id, worker_id, to_micros(scheduled_at)))
+    async def retry_job(self, params: RetryJobParams, /) -> bool:
+        scheduled_at = to_micros(params.scheduled_at)
+        return bool(await self._run("requeue", "retry", params.job_id, params.worker_id, scheduled_at, params.error))
 
-    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
-        return bool(await self._run("dead_letter", job_id, worker_id, error, str(reason)))
+    async def snooze_job(self, params: SnoozeJobParams, /) -> bool:
+        scheduled_at = to_micros(params.scheduled_at)
+        return bool(await self._run("requeue", "snooze", params.job_id, params.worker_id, scheduled_at))
 
-    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
-        return bool(await self._run("requeue", "nack", job_id, worker_id, ""))
+    async def dead_letter_job(self, params: DeadLetterJobParams, /) -> bool:
+        return bool(await self._run("dead_letter", params.job_id, params.worker_id, params.error, str(params.reason)))
+
+    async def nack_job(self, params: NackJobParams, /) -> bool:
+        return bool(await self._run("requeue", "nack", params.job_id, params.worker_id, ""))
 
     # -- workers -------------------------------------------------------------------
 
-    async def register_worker(self, *, worker: WorkerInfo) -> None:
+    async def register_worker(self, params: RegisterWorkerParams, /) -> None:
+        worker = params.worker
         queues = None if worker.queues is None else list(worker.queues)
         await self._run(
             "register_worker",
@@ -296,26 +333,37 @@ class RedisBackend:
             worker.concurrency,
         )
 
-    async def heartbeat(self, *, worker_id: str, status: WorkerStatus | None = None) -> bool:
-        status_arg = "" if status is None else WorkerStatus(status).value
-        return bool(await self._run("heartbeat", worker_id, status_arg))
+    async def heartbeat(self, params: HeartbeatParams, /) -> bool:
+        return bool(await self._run("heartbeat", params.worker_id))
+
+    async def set_worker_status(self, params: SetWorkerStatusParams, /) -> bool:
+        return bool(await self._run("set_worker_status", params.worker_id, WorkerStatus(params.status).value))
 
     async def list_workers(self) -> list[WorkerRecord]:
         rows = await self._run("list_workers")
         return sorted((worker_record(pairs(row)) for row in rows), key=lambda w: (w.started_at, w.id))
 
-    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
-        timeout_us = max(0, round(heartbeat_timeout * 1_000_000))
-        stale, requeued, dead = await self._run("recover", timeout_us, StaleJobPolicy(policy).value)
-        return RecoveryResult(
-            stale_workers=tuple(stale),
-            requeued=tuple(requeued),
-            dead_lettered=tuple(dead),
-        )
+    # -- stale recovery ----------------------------------------------------------------
+
+    async def find_stale_jobs(self, params: FindStaleJobsParams, /) -> StaleScan:
+        timeout_us = max(0, round(params.heartbeat_timeout * 1_000_000))
+        reply = await self._run("find_stale", timeout_us, self._sweeper_token, SWEEP_LOCK_MS)
+        if not int(reply[0]):
+            return StaleScan(skipped=True)
+        rows = sorted((job_record(pairs(row)) for row in reply[2]), key=lambda r: (r.updated_at, r.id))
+        return StaleScan(stale_workers=tuple(str(w) for w in reply[1]), orphaned=tuple(rows))
+
+    async def rescue_jobs(self, params: RescueJobsParams, /) -> set[str]:
+        args: list[str | int] = []
+        for rescue in params.rescues:
+            args += _rescue_args(rescue)
+        written = await self._run("rescue", self._sweeper_token, len(params.rescues), *args)
+        return {str(job_id) for job_id in written}
 
     # -- observation -----------------------------------------------------------------
 
-    async def queue_stats(self, *, queue: str | None = None) -> QueueStats:
+    async def queue_stats(self, params: QueueStatsParams, /) -> QueueStats:
+        queue = params.queue
         counts = await self._run("queue_stats", queue or "", "0" if queue is None else "1")
         queued, processing, done, cancelled, dead = (int(n) for n in counts)
         return QueueStats(
@@ -327,7 +375,8 @@ class RedisBackend:
             cancelled=cancelled,
         )
 
-    async def wait_for_jobs(self, *, queues: Sequence[str] | None, timeout: float) -> None:
+    async def wait_for_jobs(self, params: WaitForJobsParams, /) -> None:
+        queues, timeout = params.queues, params.timeout
         if timeout <= 0:
             return
         await self._ready()
@@ -345,21 +394,20 @@ class RedisBackend:
 
     # -- dead letters ----------------------------------------------------------------
 
-    async def list_dead_letter(
-        self, *, queue: str | None = None, limit: int = 100, offset: int = 0
-    ) -> list[DeadLetterRecord]:
-        rows = await self._list("dead", queue, "", limit, offset)
+    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
+        rows = await self._list("dead", params.queue, "", params.limit, params.offset)
         return [dead_letter_record(pairs(row)) for row in rows]
 
-    async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
+    async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         client, _ = await self._ready()
         with translated_errors(self._target):
-            fields = await client.hgetall(self.keys.dead(job_id))
+            fields = await client.hgetall(self.keys.dead(params.job_id))
         return dead_letter_record(text_map(fields)) if fields else None
 
-    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
-        new_id = await self._run("replay", JobStatus.QUEUED.value, job_id, new_job_id, to_micros(scheduled_at))
+    async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
+        scheduled_at = to_micros(params.scheduled_at)
+        new_id = await self._run("replay", JobStatus.QUEUED.value, params.job_id, params.new_job_id, scheduled_at)
         return None if new_id is None else str(new_id)
 
-    async def purge_dead_letter(self, *, job_id: str) -> bool:
-        return bool(await self._run("purge", job_id))
+    async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
+        return bool(await self._run("purge", params.job_id))

@@ -2,26 +2,48 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+from collections.abc import Iterator, Sequence
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from soniq.backend import BackendCapabilities
 from soniq.errors import SoniqError
+from soniq.params import (
+    CancelJobParams,
+    ClaimJobsParams,
+    CompleteJobsParams,
+    DeadLetterJobParams,
+    EnqueueJobsParams,
+    FindStaleJobsParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    HeartbeatParams,
+    ListDeadLetterParams,
+    ListJobsParams,
+    MarkStartedParams,
+    NackJobParams,
+    PrepareWorkerParams,
+    PurgeDeadLetterParams,
+    QueueStatsParams,
+    RegisterWorkerParams,
+    ReplayDeadLetterParams,
+    RescueAction,
+    RescueJobsParams,
+    RetryJobParams,
+    SetWorkerStatusParams,
+    SnoozeJobParams,
+    WaitForJobsParams,
+)
 from soniq.records import (
     DeadLetterRecord,
     JobRecord,
     JobStatus,
-    NewJob,
     QueueStats,
-    RecoveryResult,
-    StaleJobPolicy,
-    WorkerInfo,
+    StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
@@ -52,6 +74,11 @@ _INSERT_JOB = (
     "scheduled_at, created_at, updated_at, trace_context) VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?)"
 )
 _OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
+# Values bound per statement, under the 32766 variables SQLite allows by default
+# since 3.32 (this backend needs 3.35), so a worker's whole completion batch is one statement.
+_VALUES_PER_STATEMENT = 32_000
+
+T = TypeVar("T")
 
 
 class SQLiteBackend:
@@ -126,7 +153,7 @@ class SQLiteBackend:
         await self._db.open()
         await upgrade_schema(self._db)
 
-    async def prepare_worker(self, *, concurrency: int, prefetch: int) -> None:
+    async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         # One connection serves any number of in-flight rows; nothing to size.
         await self.connect()
 
@@ -136,8 +163,9 @@ class SQLiteBackend:
 
     # -- producers ---------------------------------------------------------
 
-    async def enqueue_jobs(self, *, jobs: Sequence[NewJob], connection: Any = None) -> None:
-        if connection is not None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+        jobs = params.jobs
+        if params.connection is not None:
             raise SoniqError(
                 "soniq-sqlite cannot join a caller's transaction (capabilities.transactional_enqueue "
                 "is False); enqueue without connection="
@@ -178,45 +206,33 @@ class SQLiteBackend:
             await self._db.executemany(_INSERT_JOB, rows)
         self._wakeups.notify(due)
 
-    async def get_job(self, *, job_id: str) -> JobRecord | None:
+    async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         await self.connect()
-        rows = await self._db.fetchall(f"SELECT {JOB_COLUMNS} FROM soniq_jobs WHERE id = ?", (job_id,))
+        rows = await self._db.fetchall(f"SELECT {JOB_COLUMNS} FROM soniq_jobs WHERE id = ?", (params.job_id,))
         return job_from_row(rows[0]) if rows else None
 
-    async def list_jobs(
-        self,
-        *,
-        queue: str | None = None,
-        status: JobStatus | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> list[JobRecord]:
+    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
         await self.connect()
-        where, params = _filters(queue=queue, status=None if status is None else JobStatus(status).value)
+        status = params.status
+        where, values = _filters(queue=params.queue, status=None if status is None else JobStatus(status).value)
         rows = await self._db.fetchall(
             f"SELECT {JOB_COLUMNS} FROM soniq_jobs{where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-            (*params, max(0, limit), max(0, offset)),
+            (*values, max(0, params.limit), max(0, params.offset)),
         )
         return [job_from_row(row) for row in rows]
 
-    async def cancel_job(self, *, job_id: str) -> bool:
+    async def cancel_job(self, params: CancelJobParams, /) -> bool:
         await self.connect()
         changed = await self._db.execute(
             "UPDATE soniq_jobs SET status = 'cancelled', updated_at = ? WHERE id = ? AND status = 'queued'",
-            (now_us(), job_id),
+            (now_us(), params.job_id),
         )
         return changed == 1
 
     # -- the claim path ----------------------------------------------------
 
-    async def claim_jobs(
-        self,
-        *,
-        worker_id: str,
-        queues: Sequence[str] | None,
-        limit: int,
-        mark_started: bool,
-    ) -> list[JobRecord]:
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        queues, limit = params.queues, params.limit
         if limit <= 0 or (queues is not None and not queues):
             return []
         await self.connect()
@@ -233,78 +249,98 @@ class SQLiteBackend:
             "WHERE id IN (SELECT id FROM soniq_jobs WHERE status = 'queued' AND scheduled_at <= ?"
             f"{queue_clause} ORDER BY priority, scheduled_at, created_at, id LIMIT ?) "
             f"RETURNING {JOB_COLUMNS}",
-            (worker_id, now, now if mark_started else None, now, *queue_params, limit),
+            (params.worker_id, now, now if params.mark_started else None, now, *queue_params, limit),
         )
         return sorted((job_from_row(row) for row in rows), key=claim_order)
 
-    async def mark_started(self, *, job_id: str, worker_id: str) -> bool:
+    async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
+        if not params.job_ids:
+            return set()
         await self.connect()
         now = now_us()
-        changed = await self._db.execute(
-            f"UPDATE soniq_jobs SET started_at = ?, updated_at = ? WHERE {_OWNED}", (now, now, job_id, worker_id)
-        )
-        return changed == 1
+        ids = list(dict.fromkeys(params.job_ids))
+        written: set[str] = set()
+        for chunk in _chunks(ids, _VALUES_PER_STATEMENT):
+            rows = await self._db.fetchall(
+                "UPDATE soniq_jobs SET started_at = ?, updated_at = ? WHERE status = 'processing' "
+                f"AND worker_id = ? AND id IN ({', '.join('?' for _ in chunk)}) RETURNING id",
+                (now, now, params.worker_id, *chunk),
+            )
+            written.update(str(row[0]) for row in rows)
+        return written
 
-    async def complete_job(self, *, job_id: str, worker_id: str, result: Any) -> bool:
-        stored = dump_optional_json(result, what="the job's result")
+    async def complete_jobs(self, params: CompleteJobsParams, /) -> set[str]:
+        if not params.results:
+            return set()
+        # Encoded before anything is written: a result that is not JSON fails the call, not half a batch.
+        pairs = [(r.job_id, dump_optional_json(r.result, what="the job's result")) for r in params.results]
         await self.connect()
-        changed = await self._db.execute(
-            f"UPDATE soniq_jobs SET status = 'done', result = ?, worker_id = NULL, updated_at = ? WHERE {_OWNED}",
-            (stored, now_us(), job_id, worker_id),
-        )
-        return changed == 1
+        now, worker_id = now_us(), params.worker_id
+        statements = []
+        for chunk in _chunks(pairs, _VALUES_PER_STATEMENT // 2):
+            sql = (
+                "UPDATE soniq_jobs SET status = 'done', result = r.column2, worker_id = NULL, updated_at = ? "
+                f"FROM (VALUES {', '.join('(?, ?)' for _ in chunk)}) AS r WHERE soniq_jobs.id = r.column1 "
+                "AND soniq_jobs.status = 'processing' AND soniq_jobs.worker_id = ? RETURNING soniq_jobs.id"
+            )
+            statements.append((sql, (now, *(value for pair in chunk for value in pair), worker_id)))
+        if len(statements) == 1:
+            # One statement is atomic on its own: no BEGIN and COMMIT round trips on the hot path.
+            return {str(row[0]) for row in await self._db.fetchall(*statements[0])}
 
-    async def complete_jobs(self, *, worker_id: str, results: Sequence[tuple[str, Any]]) -> set[str]:
-        # Concurrent single writes already share one commit through the write combiner.
-        outcomes = await asyncio.gather(
-            *(self.complete_job(job_id=job_id, worker_id=worker_id, result=result) for job_id, result in results)
-        )
-        return {job_id for (job_id, _), written in zip(results, outcomes, strict=True) if written}
+        async def every_chunk(conn: aiosqlite.Connection) -> set[str]:
+            written: set[str] = set()
+            for sql, values in statements:
+                written.update(str(row[0]) for row in await conn.execute_fetchall(sql, values))
+            return written
 
-    async def retry_job(self, *, job_id: str, worker_id: str, error: str, scheduled_at: datetime) -> bool:
+        return await self._db.transaction(every_chunk)
+
+    async def retry_job(self, params: RetryJobParams, /) -> bool:
         await self.connect()
         changed = await self._db.execute(
             "UPDATE soniq_jobs SET status = 'queued', attempts = attempts + 1, last_error = ?, "
             f"scheduled_at = ?, worker_id = NULL, started_at = NULL, updated_at = ? WHERE {_OWNED}",
-            (error, to_us(scheduled_at), now_us(), job_id, worker_id),
+            (params.error, to_us(params.scheduled_at), now_us(), params.job_id, params.worker_id),
         )
         return changed == 1
 
-    async def snooze_job(self, *, job_id: str, worker_id: str, scheduled_at: datetime) -> bool:
+    async def snooze_job(self, params: SnoozeJobParams, /) -> bool:
         await self.connect()
         changed = await self._db.execute(
             "UPDATE soniq_jobs SET status = 'queued', scheduled_at = ?, worker_id = NULL, started_at = NULL, "
             f"updated_at = ? WHERE {_OWNED}",
-            (to_us(scheduled_at), now_us(), job_id, worker_id),
+            (to_us(params.scheduled_at), now_us(), params.job_id, params.worker_id),
         )
         return changed == 1
 
-    async def dead_letter_job(self, *, job_id: str, worker_id: str, error: str, reason: str) -> bool:
+    async def dead_letter_job(self, params: DeadLetterJobParams, /) -> bool:
         await self.connect()
+        reason = str(getattr(params.reason, "value", params.reason))
 
         async def body(conn: aiosqlite.Connection) -> bool:
             return await transitions.dead_letter_owned(
-                conn, job_id=job_id, worker_id=worker_id, error=error, reason=str(getattr(reason, "value", reason))
+                conn, job_id=params.job_id, worker_id=params.worker_id, error=params.error, reason=reason
             )
 
         return await self._db.transaction(body)
 
-    async def nack_job(self, *, job_id: str, worker_id: str) -> bool:
+    async def nack_job(self, params: NackJobParams, /) -> bool:
         await self.connect()
         now = now_us()
         rows = await self._db.fetchall(
             "UPDATE soniq_jobs SET status = 'queued', worker_id = NULL, updated_at = ?, scheduled_at = ?, "
             f"started_at = NULL WHERE {_OWNED} RETURNING queue",
-            (now, now, job_id, worker_id),
+            (now, now, params.job_id, params.worker_id),
         )
         self._wakeups.notify(str(row[0]) for row in rows)
         return len(rows) == 1
 
     # -- workers -----------------------------------------------------------
 
-    async def register_worker(self, *, worker: WorkerInfo) -> None:
+    async def register_worker(self, params: RegisterWorkerParams, /) -> None:
         await self.connect()
-        now = now_us()
+        worker, now = params.worker, now_us()
         queues = None if worker.queues is None else dump_json(list(worker.queues), what="worker queues")
         await self._db.execute(
             "INSERT OR REPLACE INTO soniq_workers (id, hostname, pid, queues, concurrency, status, "
@@ -312,13 +348,22 @@ class SQLiteBackend:
             (worker.id, worker.hostname, worker.pid, queues, worker.concurrency, now, now),
         )
 
-    async def heartbeat(self, *, worker_id: str, status: WorkerStatus | None = None) -> bool:
+    async def heartbeat(self, params: HeartbeatParams, /) -> bool:
         await self.connect()
-        new_status = None if status is None else WorkerStatus(status).value
         changed = await self._db.execute(
-            "UPDATE soniq_workers SET last_heartbeat = ?, status = COALESCE(?, status) "
-            "WHERE id = ? AND status != 'stopped'",
-            (now_us(), new_status, worker_id),
+            "UPDATE soniq_workers SET last_heartbeat = ? WHERE id = ? AND status != 'stopped'",
+            (now_us(), params.worker_id),
+        )
+        return changed == 1
+
+    async def set_worker_status(self, params: SetWorkerStatusParams, /) -> bool:
+        await self.connect()
+        status = WorkerStatus(params.status).value
+        # A row recovery already marked `stopped` is never revived as `stopping`.
+        changed = await self._db.execute(
+            "UPDATE soniq_workers SET status = ?, last_heartbeat = ? "
+            "WHERE id = ? AND (status != 'stopped' OR ? = 'stopped')",
+            (status, now_us(), params.worker_id, status),
         )
         return changed == 1
 
@@ -327,30 +372,43 @@ class SQLiteBackend:
         rows = await self._db.fetchall(f"SELECT {WORKER_COLUMNS} FROM soniq_workers ORDER BY started_at, id")
         return [worker_from_row(row) for row in rows]
 
-    async def recover_stale_workers(self, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
-        await self.connect()
-        chosen = StaleJobPolicy(policy)
+    # -- stale recovery ------------------------------------------------------
 
-        async def body(conn: aiosqlite.Connection) -> RecoveryResult:
-            return await transitions.recover_stale(conn, heartbeat_timeout=heartbeat_timeout, policy=chosen)
+    async def find_stale_jobs(self, params: FindStaleJobsParams, /) -> StaleScan:
+        await self.connect()
+        timeout = float(params.heartbeat_timeout)
+
+        async def body(conn: aiosqlite.Connection) -> StaleScan:
+            return await transitions.find_stale(conn, heartbeat_timeout=timeout)
 
         # BEGIN IMMEDIATE serialises sweepers: a second one waits for the lock and
-        # then finds the rows already settled, so it never needs to report skipped.
-        result = await self._db.transaction(body)
-        if result.requeued:
+        # then reads what the first left, so it never needs to report skipped.
+        return await self._db.transaction(body)
+
+    async def rescue_jobs(self, params: RescueJobsParams, /) -> set[str]:
+        if not params.rescues:
+            return set()
+        await self.connect()
+        rescues = list(params.rescues)
+
+        async def body(conn: aiosqlite.Connection) -> set[str]:
+            return await transitions.apply_rescues(conn, rescues)
+
+        written = await self._db.transaction(body)
+        if any(r.job_id in written and r.action is not RescueAction.DEAD_LETTER for r in rescues):
             self._wakeups.notify_all()
-        return result
+        return written
 
     # -- observation -------------------------------------------------------
 
-    async def queue_stats(self, *, queue: str | None = None) -> QueueStats:
+    async def queue_stats(self, params: QueueStatsParams, /) -> QueueStats:
         await self.connect()
-        where, params = _filters(queue=queue)
+        where, values = _filters(queue=params.queue)
         # One statement reads one snapshot, so the six numbers agree with each other.
         rows = await self._db.fetchall(
             f"SELECT status, COUNT(*) FROM soniq_jobs{where} GROUP BY status "
             f"UNION ALL SELECT 'dead_letter', COUNT(*) FROM soniq_dead_letter_jobs{where}",
-            (*params, *params),
+            (*values, *values),
         )
         counts = {str(row[0]): int(row[1]) for row in rows}
         return QueueStats(
@@ -362,44 +420,49 @@ class SQLiteBackend:
             cancelled=counts.get("cancelled", 0),
         )
 
-    async def wait_for_jobs(self, *, queues: Sequence[str] | None, timeout: float) -> None:
-        await self._wakeups.wait(queues, timeout)
+    async def wait_for_jobs(self, params: WaitForJobsParams, /) -> None:
+        await self._wakeups.wait(params.queues, params.timeout)
 
     # -- dead letters ------------------------------------------------------
 
-    async def list_dead_letter(
-        self, *, queue: str | None = None, limit: int = 100, offset: int = 0
-    ) -> list[DeadLetterRecord]:
+    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
         await self.connect()
-        where, params = _filters(queue=queue)
+        where, values = _filters(queue=params.queue)
         rows = await self._db.fetchall(
             f"SELECT {DEAD_LETTER_COLUMNS} FROM soniq_dead_letter_jobs{where} "
             "ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT ? OFFSET ?",
-            (*params, max(0, limit), max(0, offset)),
+            (*values, max(0, params.limit), max(0, params.offset)),
         )
         return [dead_letter_from_row(row) for row in rows]
 
-    async def get_dead_letter(self, *, job_id: str) -> DeadLetterRecord | None:
+    async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         await self.connect()
         rows = await self._db.fetchall(
-            f"SELECT {DEAD_LETTER_COLUMNS} FROM soniq_dead_letter_jobs WHERE id = ?", (job_id,)
+            f"SELECT {DEAD_LETTER_COLUMNS} FROM soniq_dead_letter_jobs WHERE id = ?", (params.job_id,)
         )
         return dead_letter_from_row(rows[0]) if rows else None
 
-    async def replay_dead_letter(self, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
+    async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
         await self.connect()
 
         async def body(conn: aiosqlite.Connection) -> str | None:
-            return await transitions.replay(conn, job_id=job_id, new_job_id=new_job_id, scheduled_at=scheduled_at)
+            return await transitions.replay(
+                conn, job_id=params.job_id, new_job_id=params.new_job_id, scheduled_at=params.scheduled_at
+            )
 
         replayed = await self._db.transaction(body)
         if replayed is not None:
             self._wakeups.notify_all()
         return replayed
 
-    async def purge_dead_letter(self, *, job_id: str) -> bool:
+    async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         await self.connect()
-        return await self._db.execute("DELETE FROM soniq_dead_letter_jobs WHERE id = ?", (job_id,)) == 1
+        return await self._db.execute("DELETE FROM soniq_dead_letter_jobs WHERE id = ?", (params.job_id,)) == 1
+
+
+def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
 
 
 def _filters(*, queue: str | None = None, status: str | None = None) -> tuple[str, tuple[str, ...]]:

@@ -11,8 +11,10 @@ from datetime import datetime
 
 import aiosqlite
 
-from soniq.records import DeadLetterReason, RecoveryResult, StaleJobPolicy
-from soniq_sqlite.codec import now_us, to_us
+from soniq.params import Rescue, RescueAction
+from soniq.records import StaleScan
+from soniq_sqlite.codec import job_from_row, now_us, to_us
+from soniq_sqlite.schema import JOB_COLUMNS
 
 _INSERT_DEAD_LETTER = """
     INSERT INTO soniq_dead_letter_jobs (
@@ -26,35 +28,60 @@ _INSERT_DEAD_LETTER = """
         dead_letter_reason = excluded.dead_letter_reason,
         moved_to_dead_letter_at = excluded.moved_to_dead_letter_at
 """
-# What the dead-letter row needs from the job row, in `_dead_letter_params` order.
-_MOVED_COLUMNS = "id, job_name, args, queue, attempts, max_attempts, priority"
+_OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
+_AS_READ = f"{_OWNED} AND updated_at = ?"
 
 
-def _dead_letter_params(
-    moved: Sequence[object], *, attempts: int, error: str, reason: str, now: int
-) -> tuple[object, ...]:
-    job_id, job_name, args, queue, _old_attempts, max_attempts, priority = moved
-    return (job_id, job_name, args, queue, attempts, max_attempts, priority, error, reason, now)
+async def move_to_dead_letter(
+    conn: aiosqlite.Connection,
+    *,
+    where: str,
+    params: Sequence[object],
+    error: str | None,
+    reason: str | None,
+    attempts: int | None = None,
+) -> bool:
+    """The one move of a `soniq_jobs` row into `soniq_dead_letter_jobs`.
+
+    Deletes the row matching the fence `where` and inserts its dead-letter
+    row; `attempts` None counts the run that ends here (stored + 1), and
+    `error` None keeps the stored `last_error`. Both statements belong to the
+    caller's transaction, so the move commits whole or not at all.
+    """
+    rows = list(
+        await conn.execute_fetchall(
+            "DELETE FROM soniq_jobs WHERE "
+            + where
+            + " RETURNING id, job_name, args, queue, attempts, max_attempts, priority, last_error",
+            params,
+        )
+    )
+    if not rows:
+        return False
+    job_id, job_name, args, queue, stored_attempts, max_attempts, priority, last_error = rows[0]
+    await conn.execute(
+        _INSERT_DEAD_LETTER,
+        (
+            job_id,
+            job_name,
+            args,
+            queue,
+            int(stored_attempts) + 1 if attempts is None else attempts,
+            max_attempts,
+            priority,
+            last_error if error is None else error,
+            reason,
+            now_us(),
+        ),
+    )
+    return True
 
 
 async def dead_letter_owned(
     conn: aiosqlite.Connection, *, job_id: str, worker_id: str, error: str, reason: str
 ) -> bool:
     """Fenced move of a claimed row to the dead-letter table, counting the run."""
-    now = now_us()
-    rows = list(
-        await conn.execute_fetchall(
-            f"DELETE FROM soniq_jobs WHERE id = ? AND status = 'processing' AND worker_id = ? "
-            f"RETURNING {_MOVED_COLUMNS}",
-            (job_id, worker_id),
-        )
-    )
-    if not rows:
-        return False
-    moved = rows[0]
-    params = _dead_letter_params(moved, attempts=int(moved[4]) + 1, error=error, reason=reason, now=now)
-    await conn.execute(_INSERT_DEAD_LETTER, params)
-    return True
+    return await move_to_dead_letter(conn, where=_OWNED, params=(job_id, worker_id), error=error, reason=reason)
 
 
 async def replay(conn: aiosqlite.Connection, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
@@ -78,71 +105,56 @@ async def replay(conn: aiosqlite.Connection, *, job_id: str, new_job_id: str, sc
     return new_job_id
 
 
-async def recover_stale(
-    conn: aiosqlite.Connection, *, heartbeat_timeout: float, policy: StaleJobPolicy
-) -> RecoveryResult:
-    """One stale-worker sweep (see `Backend.recover_stale_workers`)."""
-    now = now_us()
-    cutoff = now - int(heartbeat_timeout * 1_000_000)
-    stale = [
+async def find_stale(conn: aiosqlite.Connection, *, heartbeat_timeout: float) -> StaleScan:
+    """Mark silent workers `stopped` and read the rows they and missing owners orphaned."""
+    cutoff = now_us() - int(heartbeat_timeout * 1_000_000)
+    stale = sorted(
         str(row[0])
         for row in await conn.execute_fetchall(
             "UPDATE soniq_workers SET status = 'stopped' "
             "WHERE status IN ('active', 'stopping') AND last_heartbeat < ? RETURNING id",
             (cutoff,),
         )
-    ]
-    stale.sort()
+    )
     marks = ", ".join("?" for _ in stale)
     stale_clause = f"worker_id IN ({marks}) OR " if stale else ""
-    # Rows of stale workers, plus rows whose owner has no live row at all (never
-    # registered, deleted, or stopped earlier) once they too are older than the timeout.
-    candidates = list(
-        await conn.execute_fetchall(
-            f"SELECT {_MOVED_COLUMNS}, worker_id, started_at FROM soniq_jobs j "
-            f"WHERE status = 'processing' AND ({stale_clause}(updated_at < ? AND NOT EXISTS ("
-            "SELECT 1 FROM soniq_workers w WHERE w.id = j.worker_id AND w.status != 'stopped'))) "
-            "ORDER BY id",
-            (*stale, cutoff),
-        )
+    # A stale worker's rows whatever their age; a missing or stopped owner's
+    # rows once the row itself has been silent for the timeout.
+    rows = await conn.execute_fetchall(
+        f"SELECT {JOB_COLUMNS} FROM soniq_jobs j "
+        f"WHERE status = 'processing' AND ({stale_clause}(updated_at < ? AND NOT EXISTS ("
+        "SELECT 1 FROM soniq_workers w WHERE w.id = j.worker_id AND w.status != 'stopped'))) "
+        "ORDER BY updated_at, id",
+        (*stale, cutoff),
     )
-    stale_set = set(stale)
-    requeued: list[str] = []
-    dead_lettered: list[str] = []
-    for row in candidates:
-        job_id, attempts, max_attempts = str(row[0]), int(row[4]), int(row[5])
-        owner, started_at = row[7], row[8]
-        if started_at is None:
-            # Never ran user code: the nack field set, the budget untouched.
-            await conn.execute(
-                "UPDATE soniq_jobs SET status = 'queued', worker_id = NULL, updated_at = ?, "
-                "scheduled_at = ?, started_at = NULL WHERE id = ?",
-                (now, now, job_id),
+    return StaleScan(stale_workers=tuple(stale), orphaned=tuple(job_from_row(row) for row in rows))
+
+
+async def apply_rescues(conn: aiosqlite.Connection, rescues: Sequence[Rescue]) -> set[str]:
+    """Write each of core's rescues while its row is exactly as it was read."""
+    written: set[str] = set()
+    for rescue in rescues:
+        fence = (rescue.job_id, rescue.expected_worker_id, to_us(rescue.expected_updated_at))
+        action = RescueAction(rescue.action)
+        if action is RescueAction.DEAD_LETTER:
+            moved = await move_to_dead_letter(
+                conn,
+                where=_AS_READ,
+                params=fence,
+                error=rescue.error,
+                reason=rescue.reason,
+                attempts=rescue.attempts,
             )
-            requeued.append(job_id)
-            continue
-        if owner in stale_set:
-            error = f"worker {owner} was lost: no heartbeat for more than {heartbeat_timeout:g}s"
         else:
-            error = (
-                f"worker {owner} was lost: it has no live worker row and the job was silent for {heartbeat_timeout:g}s"
+            # A release and a requeue write the same field set; core's attempts and error differ.
+            now = now_us()
+            cursor = await conn.execute(
+                "UPDATE soniq_jobs SET status = 'queued', worker_id = NULL, started_at = NULL, "
+                "scheduled_at = ?, updated_at = ?, attempts = ?, last_error = COALESCE(?, last_error) "
+                f"WHERE {_AS_READ}",
+                (now, now, rescue.attempts, rescue.error, *fence),
             )
-        attempts += 1
-        if policy is StaleJobPolicy.DEAD_LETTER or attempts >= max_attempts:
-            reason = DeadLetterReason.ZOMBIE if policy is StaleJobPolicy.DEAD_LETTER else DeadLetterReason.WORKER_LOST
-            await conn.execute("DELETE FROM soniq_jobs WHERE id = ?", (job_id,))
-            params = _dead_letter_params(row[:7], attempts=attempts, error=error, reason=reason.value, now=now)
-            await conn.execute(_INSERT_DEAD_LETTER, params)
-            dead_lettered.append(job_id)
-        else:
-            await conn.execute(
-                "UPDATE soniq_jobs SET status = 'queued', worker_id = NULL, attempts = ?, last_error = ?, "
-                "updated_at = ?, scheduled_at = ?, started_at = NULL WHERE id = ?",
-                (attempts, error, now, now, job_id),
-            )
-            requeued.append(job_id)
-    return RecoveryResult(
-        stale_workers=tuple(stale),
-        requeued=tuple(requeued),
-        dead_lettered=tuple(dead_lettered),
-    )
+            moved = cursor.rowcount == 1
+        if moved:
+            written.add(rescue.job_id)
+    return written

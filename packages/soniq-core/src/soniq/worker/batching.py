@@ -12,12 +12,14 @@ process is SIGKILLed in that window, stale recovery runs the job again
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
 from soniq.backend import Backend
-from soniq.worker.settle import write_with_retry
+from soniq.params import CompleteJobsParams, JobResult
+from soniq.worker.writes import write_with_retry
 
 logger = logging.getLogger("soniq.worker")
 
@@ -29,7 +31,6 @@ class CompletionBatcher:
         self._backend = backend
         self._worker_id = worker_id
         self._give_up_at = give_up_at
-        self._batched = backend.capabilities.batch_complete
         self._pending: list[tuple[str, Any, asyncio.Future[bool | None]]] = []
         self._flusher: asyncio.Task[None] | None = None
 
@@ -48,37 +49,19 @@ class CompletionBatcher:
     async def _flush(self) -> None:
         while self._pending:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            params = CompleteJobsParams(
+                worker_id=self._worker_id,
+                results=[JobResult(job_id=job_id, result=result) for job_id, result, _ in batch],
+            )
             try:
-                written = await self._write(batch)
+                written = await write_with_retry(
+                    f"done for {len(batch)} jobs",
+                    functools.partial(self._backend.complete_jobs, params),
+                    give_up_at=self._give_up_at(),
+                )
             except Exception as exc:
                 logger.error("completion write failed: %s", exc)
                 written = None
             for job_id, _, future in batch:
                 if not future.done():
                     future.set_result(None if written is None else job_id in written)
-
-    async def _write(self, batch: list[tuple[str, Any, asyncio.Future[bool | None]]]) -> set[str] | None:
-        if self._batched:
-            results = [(job_id, result) for job_id, result, _ in batch]
-            outcome = await write_with_retry(
-                f"done for {len(batch)} jobs",
-                lambda: self._backend.complete_jobs(worker_id=self._worker_id, results=results),
-                give_up_at=self._give_up_at(),
-            )
-            return outcome
-
-        async def one(job_id: str, result: Any) -> bool | None:
-            return await write_with_retry(
-                f"done for job {job_id}",
-                lambda: self._backend.complete_job(job_id=job_id, worker_id=self._worker_id, result=result),
-                give_up_at=self._give_up_at(),
-            )
-
-        answers = await asyncio.gather(*(one(job_id, result) for job_id, result, _ in batch))
-        if any(answer is None for answer in answers):
-            # Some rows could not be written: report those as unwritten, the others as they went.
-            for (_, _, future), answer in zip(batch, answers, strict=True):
-                if not future.done():
-                    future.set_result(answer)
-            return None
-        return {job_id for (job_id, _, _), answer in zip(batch, answers, strict=True) if answer}

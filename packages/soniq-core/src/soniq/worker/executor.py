@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from soniq.errors import Snooze
-from soniq.worker.runs import JobRun, Outcome, RunPhase
+from soniq.worker._runs import JobRun, Outcome
+from soniq.worker.state import RunPhase
 
 
 def _outcome_from_exception(exc: BaseException, *, timed_out: bool = False) -> Outcome:

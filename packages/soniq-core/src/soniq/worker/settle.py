@@ -2,28 +2,34 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import traceback
-from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, TypeVar
 
 from soniq.backend import Backend
-from soniq.errors import BackendUnavailableError
+from soniq.outcomes import JobOutcome
+from soniq.params import DeadLetterJobParams, RetryJobParams, SnoozeJobParams
 from soniq.records import DeadLetterReason
 from soniq.retry import RetryPolicy
 from soniq.serialization import check_result
-from soniq.worker.runs import JobRun, Outcome
-
-if TYPE_CHECKING:
-    from soniq.worker.batching import CompletionBatcher
+from soniq.worker._runs import JobRun, Outcome
+from soniq.worker.batching import CompletionBatcher
+from soniq.worker.writes import write_with_retry
 
 logger = logging.getLogger("soniq.worker")
 
-T = TypeVar("T")
+RETRY_REASON_ERROR = "error"
+RETRY_REASON_TIMEOUT = "timeout"
 
-WRITE_RETRY_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0, 4.0)
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """How a run's outcome write went, as the job-end event reports it."""
+
+    outcome: JobOutcome
+    error_text: str | None = None
+    reason: str | None = None
 
 
 def describe_error(exc: BaseException) -> str:
@@ -36,26 +42,6 @@ def describe_error(exc: BaseException) -> str:
     return text[:4000]
 
 
-async def write_with_retry(what: str, operation: Callable[[], Awaitable[T]], *, give_up_at: float | None) -> T | None:
-    """Run a store write, retrying while the store is unreachable.
-
-    Returns the write's result, or None when it could not be made before
-    `give_up_at` (loop time); the row then stays `processing` under this
-    worker and stale recovery settles it once the worker is gone.
-    """
-    loop = asyncio.get_running_loop()
-    for delay in (*WRITE_RETRY_DELAYS, None):
-        try:
-            return await operation()
-        except BackendUnavailableError as exc:
-            if delay is None or (give_up_at is not None and loop.time() + delay > give_up_at):
-                logger.error("could not write %s: %s; stale recovery will settle the row", what, exc)
-                return None
-            logger.warning("store unreachable while writing %s (%s); retrying in %.2fs", what, exc, delay)
-            await asyncio.sleep(delay)
-    return None
-
-
 class Settler:
     def __init__(
         self, backend: Backend, worker_id: str, retry_policy: RetryPolicy, completions: CompletionBatcher
@@ -65,8 +51,8 @@ class Settler:
         self._worker_id = worker_id
         self._retry = retry_policy
 
-    async def settle(self, run: JobRun, outcome: Outcome, *, give_up_at: float | None) -> tuple[str, str | None]:
-        """Write the outcome; returns (outcome name, error text)."""
+    async def settle(self, run: JobRun, outcome: Outcome, *, give_up_at: float | None) -> Settled:
+        """Write the outcome of a handler call and say how it went."""
         job = run.job
         if outcome.ok:
             try:
@@ -75,15 +61,17 @@ class Settler:
                 outcome = Outcome(ok=False, error=exc)
             else:
                 written = await self._completions.complete(job.id, result)
-                return self._named("done", written, run), None
+                return Settled(self._named(JobOutcome.DONE, written, run))
         if outcome.snooze_seconds is not None:
             when = datetime.now(UTC) + timedelta(seconds=outcome.snooze_seconds)
             written = await write_with_retry(
                 f"snooze for job {job.id}",
-                lambda: self._backend.snooze_job(job_id=job.id, worker_id=self._worker_id, scheduled_at=when),
+                lambda: self._backend.snooze_job(
+                    SnoozeJobParams(job_id=job.id, worker_id=self._worker_id, scheduled_at=when)
+                ),
                 give_up_at=give_up_at,
             )
-            return self._named("snoozed", written, run), None
+            return Settled(self._named(JobOutcome.SNOOZED, written, run))
         assert outcome.error is not None
         error = describe_error(outcome.error)
         attempts_after = job.attempts + 1
@@ -92,7 +80,7 @@ class Settler:
             written = await write_with_retry(
                 f"dead letter for job {job.id}",
                 lambda: self._backend.dead_letter_job(
-                    job_id=job.id, worker_id=self._worker_id, error=error, reason=reason
+                    DeadLetterJobParams(job_id=job.id, worker_id=self._worker_id, error=error, reason=reason)
                 ),
                 give_up_at=give_up_at,
             )
@@ -104,11 +92,13 @@ class Settler:
                 job.max_attempts,
                 error,
             )
-            return self._named("dead_letter", written, run), error
+            return Settled(self._named(JobOutcome.DEAD_LETTER, written, run), error, reason)
         when = datetime.now(UTC) + timedelta(seconds=self._retry.delay(attempts_after))
         written = await write_with_retry(
             f"retry for job {job.id}",
-            lambda: self._backend.retry_job(job_id=job.id, worker_id=self._worker_id, error=error, scheduled_at=when),
+            lambda: self._backend.retry_job(
+                RetryJobParams(job_id=job.id, worker_id=self._worker_id, error=error, scheduled_at=when)
+            ),
             give_up_at=give_up_at,
         )
         logger.info(
@@ -120,10 +110,12 @@ class Settler:
             when.isoformat(),
             error,
         )
-        return self._named("timeout_retry" if outcome.timed_out else "retry", written, run), error
+        kind = JobOutcome.TIMEOUT_RETRY if outcome.timed_out else JobOutcome.RETRY
+        reason = RETRY_REASON_TIMEOUT if outcome.timed_out else RETRY_REASON_ERROR
+        return Settled(self._named(kind, written, run), error, reason)
 
-    async def dead_letter_unknown(self, run: JobRun, known: list[str], *, give_up_at: float | None) -> str:
-        """Move a row no registered job can run to the dead-letter table; returns the error text."""
+    async def dead_letter_unknown(self, run: JobRun, known: list[str], *, give_up_at: float | None) -> Settled:
+        """Move a row no registered job can run to the dead-letter table."""
         job = run.job
         error = (
             f"no job named {job.job_name!r} is registered in this worker; registered: {', '.join(known) or 'none'} "
@@ -132,23 +124,25 @@ class Settler:
         written = await write_with_retry(
             f"dead letter for job {job.id}",
             lambda: self._backend.dead_letter_job(
-                job_id=job.id, worker_id=self._worker_id, error=error, reason=DeadLetterReason.UNKNOWN_JOB.value
+                DeadLetterJobParams(
+                    job_id=job.id, worker_id=self._worker_id, error=error, reason=DeadLetterReason.UNKNOWN_JOB.value
+                )
             ),
             give_up_at=give_up_at,
         )
         logger.error("job %s moved to the dead-letter table: %s", job.id, error)
-        self._named("dead_letter", written, run)
-        return error
+        outcome = self._named(JobOutcome.DEAD_LETTER, written, run)
+        return Settled(outcome, error, DeadLetterReason.UNKNOWN_JOB.value)
 
-    def _named(self, name: str, written: bool | None, run: JobRun) -> str:
+    def _named(self, name: JobOutcome, written: bool | None, run: JobRun) -> JobOutcome:
         if written is False:
             logger.warning(
                 "job %s: the row is no longer owned by this worker (stale recovery reclaimed it?); "
                 "the %s outcome was not written",
                 run.job.id,
-                name,
+                name.value,
             )
-            return "lost"
+            return JobOutcome.LOST
         if written is None:
-            return "unwritten"
+            return JobOutcome.UNWRITTEN
         return name

@@ -6,6 +6,9 @@ kind: async (and claimed-not-yet-running) rows are cancelled and nack'd with
 attempts preserved; running sync threads cannot be cancelled, so the worker
 enters WAIT_FOR_THREAD, keeps heartbeating, and writes their outcome when
 they return, however long that takes. No sync row is ever nack'd.
+
+The sequence is handed the run table, the executor and a `ShutdownHost`
+(the few things it needs from the worker); it never reaches further in.
 """
 
 from __future__ import annotations
@@ -13,17 +16,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from soniq.metrics import safe_call
 from soniq.observers import NackEvent, ShutdownInfo, ShutdownNotice
+from soniq.outcomes import HandlerKind
+from soniq.params import NackJobParams, SetWorkerStatusParams
 from soniq.records import WorkerStatus
-from soniq.worker.runs import CANCELLABLE_PHASES, JobRun, RunPhase
-from soniq.worker.state import WorkerState
+from soniq.worker._runs import CANCELLABLE_PHASES, JobRun
+from soniq.worker.state import RunPhase, WorkerState
 
 if TYPE_CHECKING:
-    from soniq.worker.worker import Worker
+    from soniq.backend import Backend
+    from soniq.bus import ObservationBus
+    from soniq.settings import Settings
+    from soniq.worker._table import RunTable
+    from soniq.worker.batching import CompletionBatcher
+    from soniq.worker.executor import Executor
+    from soniq.worker.worker import WorkerSummary
 
 logger = logging.getLogger("soniq.worker")
 
@@ -36,58 +46,84 @@ REASON_SHUTDOWN_TIMEOUT = "shutdown_timeout"
 REASON_PREFETCH_RELEASE = "prefetch_release"
 
 
+class ShutdownHost(Protocol):
+    """What the shutdown sequence needs from its worker."""
+
+    worker_id: str
+    settings: Settings
+    backend: Backend
+    bus: ObservationBus
+    summary: WorkerSummary
+    completions: CompletionBatcher
+
+    @property
+    def force_requested(self) -> asyncio.Event: ...
+
+    def transition(
+        self,
+        target: WorkerState,
+        *,
+        reason: str = "",
+        nacked: Sequence[str] = (),
+        waiting_threads: Sequence[str] = (),
+    ) -> None: ...
+
+
 class ShutdownSequence:
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(self, host: ShutdownHost, runs: RunTable, executor: Executor) -> None:
+        self.host = host
+        self.runs = runs
+        self.executor = executor
+        self.settings = host.settings
         self.loop = asyncio.get_running_loop()
         self.nacked: list[str] = []
 
-    async def run(self) -> None:
-        w = self.w
-        settings = w.settings
-        signal_at = self.loop.time()
-        deadline = signal_at + settings.shutdown_timeout
-        active = list(w.active.values())
-        w.shutdown_info = ShutdownInfo(
-            trigger=w.trigger,
-            signal_at=w.signal_at or time.time(),
-            worker_id=w.worker_id,
+    def info(self, *, trigger: str, signal_at: float) -> ShutdownInfo:
+        settings = self.settings
+        sync = self.runs.count(HandlerKind.SYNC)
+        return ShutdownInfo(
+            trigger=trigger,
+            signal_at=signal_at,
+            worker_id=self.host.worker_id,
             shutdown_timeout=settings.shutdown_timeout,
             sync_handler_grace_seconds=settings.effective_sync_grace,
             job_timeout=settings.job_timeout,
             prefetch_release_timeout=settings.prefetch_release_timeout,
-            in_flight_async=sum(1 for r in active if r.kind != "sync"),
-            in_flight_sync=sum(1 for r in active if r.kind == "sync"),
-            prefetched=len(w.buffer),
+            in_flight_async=len(self.runs.runs()) - sync,
+            in_flight_sync=sync,
+            prefetched=self.runs.buffered,
         )
-        w.transition(WorkerState.DRAINING, reason=w.trigger)
+
+    async def run(self, *, trigger: str, claim_task: asyncio.Task[None] | None) -> None:
+        deadline = self.loop.time() + self.settings.shutdown_timeout
+        self.host.transition(WorkerState.DRAINING, reason=trigger)
         marking = asyncio.ensure_future(self._mark_stopping())
-        await self._stop_claiming(deadline)
+        await self._stop_claiming(claim_task, deadline)
         release = asyncio.ensure_future(self._release_buffer())
-        drained = await self._wait_drained(deadline)
+        drained = await self._wait_until(self._nothing_left, deadline, stop_on_force=True)
         await release
         await marking
         if drained:
-            await self._stop(reason="drained", nacked=self.nacked)
+            await self._stop(reason="drained")
             return
-        await self._force(reason="second signal" if w.force_event.is_set() else "shutdown_timeout elapsed")
+        await self._force(reason="second signal" if self.host.force_requested.is_set() else "shutdown_timeout elapsed")
 
-    async def _stop(self, *, reason: str, nacked: list[str]) -> None:
-        """STOPPED, once every queued completion write has landed (or given up)."""
-        await self.w.completions.drain()
-        self.w.transition(WorkerState.STOPPED, reason=reason, nacked=nacked)
+    # -- DRAINING ------------------------------------------------------------
 
     async def _mark_stopping(self) -> None:
+        host = self.host
         try:
             await asyncio.wait_for(
-                self.w.backend.heartbeat(worker_id=self.w.worker_id, status=WorkerStatus.STOPPING), NACK_WRITE_SECONDS
+                host.backend.set_worker_status(
+                    SetWorkerStatusParams(worker_id=host.worker_id, status=WorkerStatus.STOPPING)
+                ),
+                NACK_WRITE_SECONDS,
             )
         except Exception as exc:
-            logger.warning("could not mark worker %s stopping: %s", self.w.worker_id, exc)
+            logger.warning("could not mark worker %s stopping: %s", host.worker_id, exc)
 
-    async def _stop_claiming(self, deadline: float) -> None:
+    async def _stop_claiming(self, task: asyncio.Task[None] | None, deadline: float) -> None:
         """Let a claim already on the wire come back, so no claimed row goes unseen."""
-        task = self.w.claim_task
         if task is None or task.done():
             return
         done, _ = await asyncio.wait([task], timeout=max(0.0, deadline - self.loop.time()))
@@ -95,52 +131,49 @@ class ShutdownSequence:
             task.cancel()
 
     async def _release_buffer(self) -> None:
-        w = self.w
-        runs: list[JobRun] = []
-        while w.buffer:
-            runs.append(w.buffer.popleft())
+        runs = self.runs.take_buffer()
         if not runs:
             return
+        timeout = self.settings.prefetch_release_timeout
         tasks = [asyncio.ensure_future(self._nack(run, REASON_PREFETCH_RELEASE)) for run in runs]
-        done, pending = await asyncio.wait(tasks, timeout=w.settings.prefetch_release_timeout)
+        done, pending = await asyncio.wait(tasks, timeout=timeout)
         for task in pending:
             task.cancel()
         released = [
             r.job.id for r, t in zip(runs, tasks, strict=True) if t in done and not t.cancelled() and t.result()
         ]
         unreleased = [r.job.id for r in runs if r.job.id not in set(released)]
-        w.summary.released_job_ids.extend(released)
-        w.summary.unreleased_job_ids.extend(unreleased)
+        self.host.summary.released_job_ids.extend(released)
+        self.host.summary.unreleased_job_ids.extend(unreleased)
         if unreleased:
             logger.error(
                 "could not release %d prefetched rows within %gs (%s); stale recovery will requeue them",
                 len(unreleased),
-                w.settings.prefetch_release_timeout,
+                timeout,
                 ", ".join(unreleased),
             )
 
-    def _outstanding(self, *, include_abandoned: bool = True) -> list[JobRun]:
-        return [r for r in self.w.active.values() if include_abandoned or not r.abandoned]
+    # -- waiting -------------------------------------------------------------
 
     async def _wait_until(self, done_when: Callable[[], bool], until: float | None, *, stop_on_force: bool) -> bool:
-        """Wait for in-flight runs and live threads to end; True when they did."""
-        w = self.w
-        assert w.executor is not None
+        """Wait until `done_when()` holds, waking on run and thread changes; False once `until` passes
+        (or, with `stop_on_force`, on a force request)."""
+        force = self.host.force_requested
         while True:
             if done_when():
                 return True
-            if stop_on_force and w.force_event.is_set():
+            if stop_on_force and force.is_set():
                 return False
             timeout = None if until is None else until - self.loop.time()
             if timeout is not None and timeout <= 0:
                 return False
             waiters = [
-                asyncio.ensure_future(w.executor.wait_threads_changed()),
-                asyncio.ensure_future(w.slot_event.wait()),
+                asyncio.ensure_future(self.executor.wait_threads_changed()),
+                asyncio.ensure_future(self.runs.changed.wait()),
             ]
-            w.slot_event.clear()
+            self.runs.changed.clear()
             if stop_on_force:
-                waiters.append(asyncio.ensure_future(w.force_event.wait()))
+                waiters.append(asyncio.ensure_future(force.wait()))
             try:
                 await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             finally:
@@ -148,104 +181,116 @@ class ShutdownSequence:
                     waiter.cancel()
 
     def _nothing_left(self) -> bool:
-        assert self.w.executor is not None
-        return not self._outstanding(include_abandoned=False) and not self.w.executor.live_threads
+        return not self.runs.runs(include_abandoned=False) and not self.executor.live_threads
 
-    async def _wait_drained(self, deadline: float) -> bool:
-        return await self._wait_until(self._nothing_left, deadline, stop_on_force=True)
+    def _waiting_threads(self) -> list[str]:
+        return [r.job.id for r in self.runs.pinned() if r.phase is not RunPhase.FINISHED]
+
+    async def _stop(self, *, reason: str) -> None:
+        """STOPPED, once every queued completion write has landed (or given up)."""
+        await self.host.completions.drain()
+        self.host.transition(WorkerState.STOPPED, reason=reason, nacked=self.nacked)
+
+    # -- FORCE_TIMEOUT_PATH, in named steps ------------------------------------
 
     async def _force(self, *, reason: str) -> None:
-        w = self.w
-        w.transition(WorkerState.FORCE_TIMEOUT_PATH, reason=reason)
+        self.host.transition(WorkerState.FORCE_TIMEOUT_PATH, reason=reason)
         force_at = self.loop.time()
+        abandoned = await self._cancel_async_runs()
+        written = await self._nack_abandoned(abandoned)
+        await self._finish_outcome_writes()
+        waiting = self._waiting_threads()
+        if not waiting and not self.executor.live_threads:
+            reason = "async work nack'd" if written else "nacks not all written; stale recovery settles the rest"
+            await self._stop(reason=reason)
+            return
+        await self._wait_for_threads(waiting, force_at)
+
+    async def _cancel_async_runs(self) -> list[JobRun]:
+        """Pin running sync threads; abandon every cancellable run and let its handler unwind."""
         abandoned: list[JobRun] = []
-        unwinding: list[asyncio.Task[bool]] = []
-        for run in list(w.active.values()):
+        unwinding: list[asyncio.Future[bool]] = []
+        for run in self.runs.runs():
             if run.phase is RunPhase.RUNNING_SYNC:
-                run.pinned = True
+                run.pin()
             elif run.phase in CANCELLABLE_PHASES:
-                run.abandoned = True
-                run.nack_outcome = self.loop.create_future()
                 abandoned.append(run)
-                if run.phase is not RunPhase.CLAIMED and run.task is not None and not run.task.done():
-                    # Only the handler part of the run's task is interrupted; it then waits for the nack.
-                    run.unwound = asyncio.Event()
-                    unwinding.append(asyncio.ensure_future(run.unwound.wait()))
-                    run.task.cancel()
+                unwound = run.abandon()
+                if unwound is not None:
+                    unwinding.append(asyncio.ensure_future(unwound.wait()))
         if unwinding:
             _, pending = await asyncio.wait(unwinding, timeout=CANCEL_UNWIND_SECONDS)
             for waiter in pending:
                 waiter.cancel()
-        written = True
-        if abandoned:
-            written = all(await asyncio.gather(*(self._nack(run, REASON_SHUTDOWN_TIMEOUT) for run in abandoned)))
-            # Let each abandoned run's task report its end before anything is flushed at STOPPED.
-            ending = [r.task for r in abandoned if r.task is not None and not r.task.done()]
-            if ending:
-                await asyncio.wait(ending, timeout=CANCEL_UNWIND_SECONDS)
-        # Rows already writing their outcome finish that write (bounded by the write deadline).
+        return abandoned
+
+    async def _nack_abandoned(self, abandoned: list[JobRun]) -> bool:
+        """Nack every abandoned row; True when all the nacks were written."""
+        if not abandoned:
+            return True
+        written = all(await asyncio.gather(*(self._nack(run, REASON_SHUTDOWN_TIMEOUT) for run in abandoned)))
+        # Let each abandoned run's task report its end before anything is flushed at STOPPED.
+        ending = [r.task for r in abandoned if r.task is not None and not r.task.done()]
+        if ending:
+            await asyncio.wait(ending, timeout=CANCEL_UNWIND_SECONDS)
+        return written
+
+    async def _finish_outcome_writes(self) -> None:
+        """Rows already writing their outcome finish that write (bounded by the write deadline)."""
         await self._wait_until(
-            lambda: not [r for r in self._outstanding(include_abandoned=False) if not r.pinned],
+            lambda: not [r for r in self.runs.runs(include_abandoned=False) if not r.pinned],
             self.loop.time() + NACK_WRITE_SECONDS * 2,
             stop_on_force=False,
         )
-        assert w.executor is not None
-        waiting = [r.job.id for r in w.pinned_runs() if r.phase is not RunPhase.FINISHED]
-        if not waiting and not w.executor.live_threads:
-            reason = "async work nack'd" if written else "nacks not all written; stale recovery settles the rest"
-            await self._stop(reason=reason, nacked=self.nacked)
-            return
-        w.transition(
+
+    async def _wait_for_threads(self, waiting: list[str], force_at: float) -> None:
+        """WAIT_FOR_THREAD: the sync grace, then without bound until every thread returns."""
+        host = self.host
+        host.transition(
             WorkerState.WAIT_FOR_THREAD,
             reason="sync threads still running",
             nacked=self.nacked,
             waiting_threads=waiting,
         )
-        grace = w.settings.effective_sync_grace
+        grace = self.settings.effective_sync_grace
         logger.warning(
             "worker %s: waiting for %d sync thread(s) (jobs %s); grace %gs, then without bound until they "
             "return or the supervisor sends SIGKILL",
-            w.worker_id,
-            max(len(waiting), len(w.executor.live_threads)),
+            host.worker_id,
+            max(len(waiting), len(self.executor.live_threads)),
             ", ".join(waiting) or "-",
             grace,
         )
         within_grace = await self._wait_until(self._nothing_left, force_at + grace, stop_on_force=False)
         if not within_grace:
-            still = [r.job.id for r in w.pinned_runs() if r.phase is not RunPhase.FINISHED]
-            notice = ShutdownNotice(
-                worker_id=w.worker_id,
-                state=WorkerState.WAIT_FOR_THREAD,
-                name="sync_grace_expired",
-                at=time.time(),
-                fields={"job_ids": still, "grace_seconds": grace},
-            )
+            still = self._waiting_threads()
             logger.warning(
                 "worker %s: sync grace of %gs expired; still waiting for jobs %s (no force-exit: "
                 "SIGKILL is the only hard stop, and stale recovery would then run them again)",
-                w.worker_id,
+                host.worker_id,
                 grace,
                 ", ".join(still) or "-",
             )
-            safe_call(
-                w.app.metrics,
-                "emit",
-                "sync_grace_expired",
-                {"worker_id": w.worker_id, "job_ids": still, "grace_seconds": grace},
+            host.bus.shutdown_notice(
+                ShutdownNotice(
+                    worker_id=host.worker_id,
+                    state=WorkerState.WAIT_FOR_THREAD,
+                    name="sync_grace_expired",
+                    at=time.time(),
+                    fields={"job_ids": still, "grace_seconds": grace},
+                )
             )
-            for observer in w.app.observers:
-                safe_call(observer, "on_shutdown_notice", notice)
             await self._wait_until(self._nothing_left, None, stop_on_force=False)
-        await self._stop(reason="sync threads returned", nacked=self.nacked)
+        await self._stop(reason="sync threads returned")
 
     async def _nack(self, run: JobRun, reason: str) -> bool:
-        w = self.w
+        host = self.host
         job = run.job
         error: str | None = None
         sent_at = time.time()
         try:
             written = await asyncio.wait_for(
-                w.backend.nack_job(job_id=job.id, worker_id=w.worker_id), NACK_WRITE_SECONDS
+                host.backend.nack_job(NackJobParams(job_id=job.id, worker_id=host.worker_id)), NACK_WRITE_SECONDS
             )
         except Exception as exc:
             written = False
@@ -253,7 +298,7 @@ class ShutdownSequence:
         if written:
             self.nacked.append(job.id)
             if reason == REASON_SHUTDOWN_TIMEOUT:
-                w.summary.nacked_job_ids.append(job.id)
+                host.summary.nacked_job_ids.append(job.id)
             logger.warning(
                 "job %s (%s) nack'd back to queued: %s (attempts stay %d)", job.id, job.job_name, reason, job.attempts
             )
@@ -265,30 +310,19 @@ class ShutdownSequence:
                 reason,
                 error or "the row was no longer ours",
             )
-        fields = {
-            "job_id": job.id,
-            "job_name": job.job_name,
-            "queue": job.queue,
-            "worker_id": w.worker_id,
-            "reason": reason,
-            "attempts": job.attempts,
-            "written": bool(written),
-            "error": error,
-        }
-        safe_call(w.app.metrics, "emit", "shutdown_nack", fields)
-        event = NackEvent(
-            worker_id=w.worker_id,
-            job_id=job.id,
-            job_name=job.job_name,
-            queue=job.queue,
-            reason=reason,
-            written=bool(written),
-            at=time.time(),
-            error=error,
-            started_at=sent_at,
+        host.bus.nack(
+            NackEvent(
+                worker_id=host.worker_id,
+                job_id=job.id,
+                job_name=job.job_name,
+                queue=job.queue,
+                reason=reason,
+                written=bool(written),
+                at=time.time(),
+                error=error,
+                started_at=sent_at,
+                attempts=job.attempts,
+            )
         )
-        for observer in w.app.observers:
-            safe_call(observer, "on_nack", event)
-        if run.nack_outcome is not None and not run.nack_outcome.done():
-            run.nack_outcome.set_result("nacked" if written else "unwritten")
+        run.report_nack(bool(written))
         return bool(written)

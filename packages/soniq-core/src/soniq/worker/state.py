@@ -1,4 +1,4 @@
-"""The worker's shutdown states and the transitions the seed contract allows."""
+"""The worker's shutdown states, the transitions the seed contract allows, and a run's phases."""
 
 from __future__ import annotations
 
@@ -31,3 +31,20 @@ class IllegalTransitionError(RuntimeError):
 def check_transition(current: WorkerState, target: WorkerState) -> None:
     if target not in ALLOWED_TRANSITIONS[current]:
         raise IllegalTransitionError(f"{current.value} -> {target.value} is not in the shutdown diagram")
+
+
+class RunPhase(enum.Enum):
+    """Where a claimed row is in its life on this worker; what `Worker.phase_of` returns."""
+
+    BUFFERED = "buffered"
+    """Claimed ahead of a free slot (prefetch); no user code has run."""
+    CLAIMED = "claimed"
+    """Has a slot; the handler has not been called yet."""
+    WAITING_PERMIT = "waiting_permit"
+    """A sync job waiting for a thread-pool permit: still async-cancellable."""
+    RUNNING_ASYNC = "running_async"
+    RUNNING_SYNC = "running_sync"
+    """A thread runs the handler; it cannot be cancelled."""
+    SETTLING = "settling"
+    """The outcome is being written; never interrupted."""
+    FINISHED = "finished"

@@ -120,10 +120,12 @@ local function requeue(id, scheduled_at, now)
 end
 
 -- Delete the job row (and every index entry of it) and write its dead-letter row.
+-- `error_text` false keeps the row's own `last_error`.
 local function move_to_dead(id, error_text, reason, now)
   local k = job_key(id)
   local f = redis.call('HMGET', k, 'job_name', 'args', 'queue', 'attempts', 'max_attempts',
-    'priority', 'status', 'worker_id')
+    'priority', 'status', 'worker_id', 'last_error')
+  if not error_text then error_text = f[9] end
   local queue = f[3]
   unschedule(id, queue)
   if f[7] then index_remove(id, queue, f[7]) end
@@ -134,8 +136,9 @@ local function move_to_dead(id, error_text, reason, now)
   local dk = dead_key(id)
   redis.call('DEL', dk)
   redis.call('HSET', dk, 'id', id, 'job_name', f[1], 'args', f[2], 'queue', queue,
-    'attempts', f[4], 'max_attempts', f[5], 'priority', f[6], 'last_error', error_text,
+    'attempts', f[4], 'max_attempts', f[5], 'priority', f[6],
     'dead_letter_reason', reason, 'moved_to_dead_letter_at', int(now), 'resurrection_count', '0')
+  if error_text then redis.call('HSET', dk, 'last_error', error_text) end
   redis.call('ZADD', P .. 'dl', int(now), id)
   redis.call('ZADD', P .. 'dlq:' .. queue, int(now), id)
 end

@@ -1,10 +1,6 @@
--- ARGV: prefix, worker_id, new status ('' = keep).
+-- ARGV: prefix, worker_id. A row marked stopped (by recovery or by the worker) stays silent.
 local k = worker_key(ARGV[2])
 local current = redis.call('HGET', k, 'status')
 if not current or current == 'stopped' then return 0 end
-if ARGV[3] ~= '' then
-  check_worker_status(ARGV[3])
-  redis.call('HSET', k, 'status', ARGV[3])
-end
 redis.call('HSET', k, 'last_heartbeat', int(now_us()))
 return 1

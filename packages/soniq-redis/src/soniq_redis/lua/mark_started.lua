@@ -1,5 +1,13 @@
--- ARGV: prefix, job_id, worker_id. Fenced.
-local id, worker = ARGV[2], ARGV[3]
-if not owned(id, worker) then return 0 end
-redis.call('HSET', job_key(id), 'started_at', int(now_us()))
-return 1
+-- ARGV: prefix, worker_id, job_ids... Each row fenced on its own.
+-- Returns the ids actually written.
+local worker = ARGV[2]
+local stamp = int(now_us())
+local written = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  if owned(id, worker) then
+    redis.call('HSET', job_key(id), 'started_at', stamp)
+    written[#written + 1] = id
+  end
+end
+return written

@@ -1,0 +1,85 @@
+"""`BackendContractSuite`: every domain of the contract, one mixin per module, collected through one class.
+
+A backend package runs it by subclassing and overriding one fixture::
+
+    class TestMyBackend(BackendContractSuite):
+        @pytest.fixture
+        def soniq_backend_factory(self) -> BackendFactory:
+            return UrlBackendFactory("mine://localhost")
+
+The factory takes a namespace and returns an unconnected backend; the suite
+connects it, runs `setup`, checks it is empty, and after the test runs
+`drop_schema` and `close`. Every test makes its own namespace, so the suite is
+safe in any order and under pytest-xdist.
+
+Optional fixtures a subclass may override (each says, when a test needs it
+and it is missing, which one to override): `soniq_worker_url` (the URL a
+`soniq worker` process opens, for the real-process scenarios; derived from a
+`UrlBackendFactory`), `soniq_transaction` (a driver transaction, for the
+transactional-enqueue contract) and `soniq_unservable_worker` (a worker shape
+`prepare_worker` must refuse).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from soniq_contract_tests.harness import BackendFactory, ContractHarness
+from soniq_contract_tests.suite.claim import ClaimContract
+from soniq_contract_tests.suite.dead_letter import DeadLetterContract
+from soniq_contract_tests.suite.enqueue import EnqueueContract
+from soniq_contract_tests.suite.fencing import FencingContract
+from soniq_contract_tests.suite.nack import NackContract
+from soniq_contract_tests.suite.recovery import StaleRecoveryContract
+from soniq_contract_tests.suite.scheduling import SchedulingContract
+from soniq_contract_tests.suite.settle import SettleContract
+from soniq_contract_tests.suite.stats import QueueStatsContract
+from soniq_contract_tests.suite.status_rule import StatusRuleContract
+from soniq_contract_tests.suite.transactional_enqueue import TransactionalEnqueueContract, TransactionFactory
+from soniq_contract_tests.suite.worker_processes import WorkerProcessContract
+from soniq_contract_tests.suite.workers import PrepareWorkerContract, WaitForJobsContract, WorkerContract
+
+__all__ = ["BackendContractSuite", "TransactionFactory"]
+
+
+class BackendContractSuite(
+    NackContract,
+    StaleRecoveryContract,
+    FencingContract,
+    ClaimContract,
+    StatusRuleContract,
+    DeadLetterContract,
+    QueueStatsContract,
+    SchedulingContract,
+    EnqueueContract,
+    TransactionalEnqueueContract,
+    SettleContract,
+    WorkerContract,
+    PrepareWorkerContract,
+    WaitForJobsContract,
+    WorkerProcessContract,
+):
+    """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
+
+    pytestmark = [pytest.mark.soniq_contract]
+
+    heartbeat_timeout: float = 1.0
+    """The `heartbeat_timeout` the recovery tests sweep with: silent workers go stale this fast.
+    Live workers beat every 30 ms, so only a stall longer than this makes one look stale."""
+
+    stale_deadline: float = 10.0
+    """How long the recovery tests keep sweeping for a silent worker to be reported stale."""
+
+    @pytest.fixture
+    def soniq_backend_factory(self) -> BackendFactory:
+        raise NotImplementedError(
+            f"{type(self).__name__} must override the fixture soniq_backend_factory: return a callable "
+            "taking a namespace (str) and returning an unconnected backend, e.g. "
+            "soniq_contract_tests.UrlBackendFactory(URL) or functools.partial(MyBackend.from_url, URL)"
+        )
+
+    @pytest.fixture
+    def contract(self, soniq_backend_factory: BackendFactory) -> ContractHarness:
+        return ContractHarness(
+            soniq_backend_factory, heartbeat_timeout=self.heartbeat_timeout, stale_deadline=self.stale_deadline
+        )

@@ -1,0 +1,231 @@
+"""One frozen parameters object per backend operation (protocol 2).
+
+Why objects instead of keyword arguments: a new field with a default is
+invisible to a backend that does not read it, so core can grow an operation
+without a `TypeError` in every installed third-party backend. Backends read
+the fields they know and must ignore the rest; core never removes or changes
+the meaning of a field within one protocol version.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from soniq.records import JobStatus, NewJob, WorkerInfo, WorkerStatus
+
+# -- producers -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueueJobsParams:
+    jobs: Sequence[NewJob]
+    connection: Any = None
+    """A driver connection inside the caller's open transaction (only with
+    `capabilities.transactional_enqueue`); None means the backend's own."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetJobParams:
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListJobsParams:
+    queue: str | None = None
+    status: JobStatus | None = None
+    limit: int = 100
+    offset: int = 0
+    include_results: bool = False
+    """False: every returned row has ``result = None`` (the store need not read the column)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CancelJobParams:
+    job_id: str
+
+
+# -- the claim path ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PrepareWorkerParams:
+    concurrency: int
+    prefetch: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimJobsParams:
+    worker_id: str
+    queues: Sequence[str] | None
+    limit: int
+    mark_started: bool
+    job_names: Sequence[str] | None = None
+    """When given, claim only rows whose `job_name` is in it; rows of other names are never touched."""
+
+
+@dataclass(frozen=True, slots=True)
+class MarkStartedParams:
+    worker_id: str
+    job_ids: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class JobResult:
+    job_id: str
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteJobsParams:
+    worker_id: str
+    results: Sequence[JobResult]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryJobParams:
+    job_id: str
+    worker_id: str
+    error: str
+    scheduled_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class SnoozeJobParams:
+    job_id: str
+    worker_id: str
+    scheduled_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterJobParams:
+    job_id: str
+    worker_id: str
+    error: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class NackJobParams:
+    job_id: str
+    worker_id: str
+
+
+# -- workers -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterWorkerParams:
+    worker: WorkerInfo
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatParams:
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetWorkerStatusParams:
+    worker_id: str
+    status: WorkerStatus
+
+
+# -- stale recovery ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class FindStaleJobsParams:
+    heartbeat_timeout: float
+    """Seconds of silence after which a worker is stale."""
+
+
+class RescueAction(str, enum.Enum):
+    """What core decided for one orphaned row."""
+
+    RELEASE = "release"
+    """The handler never started: the nack field set, `attempts` as given (unchanged)."""
+    REQUEUE = "requeue"
+    """Back to `queued` now with `attempts` and `last_error` as given."""
+    DEAD_LETTER = "dead_letter"
+    """Move to the dead-letter table with `attempts`, `last_error` and `reason` as given."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rescue:
+    """Core's explicit decision for one orphaned row: the backend writes exactly this.
+
+    The write is fenced on the row as it was read: it applies only while the
+    row is still ``status = 'processing'`` with ``worker_id = expected_worker_id``
+    and ``updated_at = expected_updated_at``. A row that finished, was rescued
+    by another sweeper, or changed in any way since is left alone.
+    """
+
+    job_id: str
+    expected_worker_id: str
+    expected_updated_at: datetime
+    action: RescueAction
+    attempts: int
+    error: str | None = None
+    """The new `last_error` (None keeps the current one, as a release does)."""
+    reason: str | None = None
+    """The `dead_letter_reason`, for `DEAD_LETTER` only."""
+
+
+@dataclass(frozen=True, slots=True)
+class RescueJobsParams:
+    rescues: Sequence[Rescue]
+
+
+@dataclass(frozen=True, slots=True)
+class ExpireUnknownJobsParams:
+    """Core decided that no live worker can run these names; the backend moves the old rows."""
+
+    known_names: Sequence[str]
+    older_than: float
+    """Seconds, on the store's clock, judged by the row's `created_at`."""
+    error: str
+    """The `last_error` written on each moved row."""
+
+
+# -- observation -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QueueStatsParams:
+    queue: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForJobsParams:
+    queues: Sequence[str] | None
+    timeout: float
+
+
+# -- dead letters --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ListDeadLetterParams:
+    queue: str | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GetDeadLetterParams:
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayDeadLetterParams:
+    job_id: str
+    new_job_id: str
+    scheduled_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeDeadLetterParams:
+    job_id: str

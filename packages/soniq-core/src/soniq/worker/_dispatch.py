@@ -1,0 +1,221 @@
+"""The claim loop and each claimed row's life, from claim to its last write (internal).
+
+The worker builds one `Dispatcher` when it starts. The dispatcher fills the
+run table from claims, gives every row that gets a slot its own task, refills
+freed slots from the prefetch buffer, and settles each outcome. It sees the
+worker's state only through the `claiming` and `write_deadline` callables and
+the stop event it is handed: shutdown stays the worker's business.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from soniq.errors import BackendUnavailableError
+from soniq.observers import JobEndEvent, JobStartEvent
+from soniq.outcomes import HandlerKind, JobOutcome
+from soniq.params import ClaimJobsParams, MarkStartedParams, WaitForJobsParams
+from soniq.records import JobRecord, StaleJobPolicy
+from soniq.retry import RetryPolicy
+from soniq.worker._runs import JobRun, Outcome
+from soniq.worker.settle import Settled, Settler
+from soniq.worker.state import RunPhase
+from soniq.worker.writes import write_with_retry
+
+if TYPE_CHECKING:
+    from soniq.worker.executor import Executor
+    from soniq.worker.worker import Worker
+
+logger = logging.getLogger("soniq.worker")
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        worker: Worker,
+        executor: Executor,
+        *,
+        stop_event: asyncio.Event,
+        claiming: Callable[[], bool],
+        write_deadline: Callable[[], float | None],
+    ) -> None:
+        settings = worker.settings
+        self._settings = settings
+        self._worker_id = worker.worker_id
+        self._queues = worker.queues
+        self._run_once = worker.run_once
+        self._stop = worker.stop
+        self._backend = worker.backend
+        self._bus = worker.bus
+        self._registry = worker.app.registry
+        self._summary = worker.summary
+        self._runs = worker.runs
+        self._executor = executor
+        self._stop_event = stop_event
+        self._claiming = claiming
+        self._write_deadline = write_deadline
+        # Only when a buffer or the zombie policy needs it do we pay a write to record the handler start.
+        self._defer_start_mark = settings.prefetch > 0 or settings.stale_job_policy is StaleJobPolicy.DEAD_LETTER
+        self._settler = Settler(
+            worker.backend,
+            worker.worker_id,
+            RetryPolicy(base=settings.retry_backoff_base, maximum=settings.retry_backoff_max),
+            worker.completions,
+        )
+
+    # -- the claim loop --------------------------------------------------------
+
+    async def claim_loop(self) -> None:
+        runs = self._runs
+        while self._claiming():
+            # Cleared before looking at the slots, so a slot freed from here on wakes the wait below.
+            runs.changed.clear()
+            room = runs.room
+            if room <= 0:
+                # stop() sets the same event, so this wait needs no race with the stop signal.
+                await runs.changed.wait()
+                continue
+            params = ClaimJobsParams(
+                worker_id=self._worker_id, queues=self._queues, limit=room, mark_started=not self._defer_start_mark
+            )
+            try:
+                rows = await self._backend.claim_jobs(params)
+            except Exception as exc:
+                if isinstance(exc, BackendUnavailableError):
+                    logger.warning("claim failed, store unreachable: %s", exc)
+                else:
+                    logger.exception("claim failed")
+                await self._race(asyncio.sleep(self._settings.poll_interval))
+                continue
+            self._accept(rows)
+            if len(rows) >= room:
+                continue
+            if self._run_once and not rows and runs.empty:
+                self._stop("run_once")
+                return
+            wait = WaitForJobsParams(queues=self._queues, timeout=self._settings.poll_interval)
+            await self._race(self._backend.wait_for_jobs(wait), runs.changed.wait())
+
+    def _accept(self, rows: list[JobRecord]) -> None:
+        for row in rows:
+            run = JobRun(job=row, definition=self._registry.get(row.job_name))
+            # A row claimed as the drain began never starts: it is handed back with the buffer.
+            if self._claiming() and self._runs.has_free_slot:
+                self._start(run)
+            else:
+                self._runs.hold(run)
+
+    def _start(self, run: JobRun) -> None:
+        self._runs.occupy(run)
+        run.task = asyncio.create_task(self._lifecycle(run), name=f"soniq-job-{run.job.id}")
+
+    def _release_slot(self, run: JobRun) -> None:
+        """The handler is done with its slot (its outcome may still be on its way); refill from the buffer."""
+        if not self._runs.release_slot(run):
+            return
+        while self._claiming() and self._runs.has_free_slot:
+            buffered = self._runs.next_buffered()
+            if buffered is None:
+                return
+            self._start(buffered)
+
+    async def _race(self, *awaitables: Any) -> None:
+        """Wait for the first of `awaitables` or the stop signal."""
+        tasks = [asyncio.ensure_future(a) for a in awaitables]
+        stop = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            done, _ = await asyncio.wait([*tasks, stop], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if not task.cancelled() and task.exception() is not None and task is not stop:
+                    logger.warning("waiting for jobs failed: %s", task.exception())
+                    await asyncio.sleep(min(self._settings.poll_interval, 1.0))
+        finally:
+            for task in (*tasks, stop):
+                if not task.done():
+                    task.cancel()
+
+    # -- one row from claim to its last write --------------------------------
+
+    async def _lifecycle(self, run: JobRun) -> None:
+        job = run.job
+        try:
+            if run.definition is None:
+                self._announce(run, HandlerKind.UNKNOWN)
+                run.phase = RunPhase.SETTLING
+                settled = await self._settler.dead_letter_unknown(run, self._registry.names(), give_up_at=None)
+                self._job_end(run, settled)
+                return
+            if self._defer_start_mark:
+                params = MarkStartedParams(worker_id=self._worker_id, job_ids=(job.id,))
+                owned = await write_with_retry(
+                    f"handler start for job {job.id}", lambda: self._backend.mark_started(params), give_up_at=None
+                )
+                if run.abandoned or (owned is not None and job.id not in owned):
+                    return
+            if run.abandoned:
+                return
+            await self._execute(run)
+        except Exception:
+            logger.exception("internal error while running job %s; the row stays for stale recovery", job.id)
+            self._summary.unsettled_job_ids.append(job.id)
+        finally:
+            self._release_slot(run)
+            self._runs.finish(run)
+            self._summary.processed += 1
+
+    def _announce(self, run: JobRun, handler_kind: HandlerKind) -> None:
+        run.started_at = time.monotonic()
+        if self._bus.wants_job_events:
+            attempt = run.job.attempts + 1
+            self._bus.job_start(
+                JobStartEvent(worker_id=self._worker_id, job=run.job, handler_kind=handler_kind, attempt=attempt)
+            )
+
+    async def _execute(self, run: JobRun) -> None:
+        assert run.definition is not None
+        definition = run.definition
+        timeout = definition.timeout if definition.timeout is not None else self._settings.job_timeout
+        self._announce(run, definition.handler_kind)
+        call = self._executor.call_async if definition.is_async else self._executor.call_sync
+        try:
+            outcome: Outcome = await call(run, run.job.args, timeout)
+        except asyncio.CancelledError:
+            if not run.abandoned:
+                raise
+            # The force path cancelled this run's handler and nacks the row; the end is reported from
+            # this task so that observers see it in the context where the run started.
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            run.unwound()
+            nacked = await run.nack_result()
+            if nacked is not None:
+                self._job_end(run, Settled(nacked, reason="shutdown_timeout"))
+            return
+        run.phase = RunPhase.SETTLING
+        self._release_slot(run)
+        settled = await self._settler.settle(run, outcome, give_up_at=self._write_deadline())
+        self._job_end(run, settled, outcome.error)
+
+    def _job_end(self, run: JobRun, settled: Settled, error: BaseException | None = None) -> None:
+        if settled.outcome is JobOutcome.UNWRITTEN:
+            self._summary.unsettled_job_ids.append(run.job.id)
+        if not self._bus.wants_job_events:
+            return
+        self._bus.job_end(
+            JobEndEvent(
+                worker_id=self._worker_id,
+                job=run.job,
+                handler_kind=run.kind,
+                attempt=run.job.attempts + 1,
+                outcome=settled.outcome,
+                duration=time.monotonic() - run.started_at if run.started_at else 0.0,
+                error=error,
+                error_text=settled.error_text,
+                reason=settled.reason,
+            )
+        )

@@ -1,0 +1,84 @@
+"""One claimed row as the worker tracks it, from claim to the last write (internal).
+
+The force path and the run's own task meet only through `JobRun`'s methods:
+`abandon` (cancel the handler, promise a nack), `unwound` (the run's task
+says its handler has unwound), `report_nack` (how the nack went) and
+`nack_result` (which the run's task awaits to report its own end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from dataclasses import dataclass
+from typing import Any
+
+from soniq.outcomes import HandlerKind, JobOutcome
+from soniq.records import JobRecord
+from soniq.registry import JobDefinition
+from soniq.worker.state import RunPhase
+
+CANCELLABLE_PHASES = frozenset({RunPhase.CLAIMED, RunPhase.WAITING_PERMIT, RunPhase.RUNNING_ASYNC})
+
+
+@dataclass(eq=False)
+class JobRun:
+    job: JobRecord
+    definition: JobDefinition | None
+    phase: RunPhase = RunPhase.CLAIMED
+    task: asyncio.Task[None] | None = None
+    thread_future: concurrent.futures.Future[Any] | None = None
+    abandoned: bool = False
+    """The force path gives the row back with a nack; the run writes nothing itself."""
+    pinned: bool = False
+    """A running sync job at the force path: from now on only the thread's return decides the row."""
+    started_at: float = 0.0
+    holds_slot: bool = False
+    _unwound: asyncio.Event | None = None
+    _nack_outcome: asyncio.Future[JobOutcome] | None = None
+
+    @property
+    def kind(self) -> HandlerKind:
+        if self.definition is None:
+            return HandlerKind.UNKNOWN
+        return self.definition.handler_kind
+
+    def pin(self) -> None:
+        self.pinned = True
+
+    def abandon(self) -> asyncio.Event | None:
+        """Give the run up: a nack will follow. Cancels a handler already under way and returns
+        the event its task sets once the handler has unwound (None when no handler was running)."""
+        self.abandoned = True
+        self._nack_outcome = asyncio.get_running_loop().create_future()
+        if self.phase is RunPhase.CLAIMED or self.task is None or self.task.done():
+            return None
+        self._unwound = asyncio.Event()
+        # Only the handler part of the run's task is interrupted; it then waits for the nack.
+        self.task.cancel()
+        return self._unwound
+
+    def unwound(self) -> None:
+        if self._unwound is not None:
+            self._unwound.set()
+
+    def report_nack(self, written: bool) -> None:
+        if self._nack_outcome is not None and not self._nack_outcome.done():
+            self._nack_outcome.set_result(JobOutcome.NACKED if written else JobOutcome.UNWRITTEN)
+
+    async def nack_result(self) -> JobOutcome | None:
+        """How the force path's nack of this run went, once it has (None: the run was never abandoned)."""
+        if self._nack_outcome is None:
+            return None
+        return await asyncio.shield(self._nack_outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a handler call came to."""
+
+    ok: bool
+    result: Any = None
+    error: BaseException | None = None
+    timed_out: bool = False
+    snooze_seconds: float | None = None

@@ -1,0 +1,336 @@
+"""`create_dashboard_app`: the dashboard as an ASGI app to mount or to run alone."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+import jinja2
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from soniq import Soniq
+from soniq_dashboard.reads import STATUSES, DashboardReads, JobFilter
+from soniq_dashboard.security import (
+    API_KEY_FIELD,
+    CSRF_COOKIE,
+    CSRF_FIELD,
+    Authorize,
+    WriteGuard,
+    WriteRefusedError,
+    csrf_token_of,
+    new_csrf_token,
+    redact_url,
+)
+
+HERE = Path(__file__).parent
+MAX_FORM_BYTES = 64 * 1024
+SECURITY_HEADERS = {
+    # Defence in depth behind autoescaping: no inline script or style can run even if a value slipped through.
+    "content-security-policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "x-content-type-options": "nosniff",
+    "referrer-policy": "same-origin",
+    "x-frame-options": "DENY",
+}
+
+
+def _age(value: timedelta | None) -> str:
+    if value is None:
+        return "none"
+    seconds = int(value.total_seconds())
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
+    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
+
+
+def _when(value: Any) -> str:
+    if isinstance(value, datetime):
+        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return "" if value is None else str(value)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(age=_age, when=_when, pretty=_pretty)
+    return env
+
+
+class Dashboard:
+    def __init__(
+        self,
+        app: Soniq,
+        *,
+        prefix: str,
+        guard: WriteGuard,
+        poll_interval: float,
+        title: str,
+    ) -> None:
+        self.app = app
+        self.reads = DashboardReads(app)
+        self.prefix = prefix
+        self.guard = guard
+        self.poll_interval = poll_interval
+        self.title = title
+        self.env = _environment()
+
+    def base(self, request: Request) -> str:
+        return str(request.scope.get("root_path", "")).rstrip("/") + self.prefix
+
+    def render(self, request: Request, template: str, page: str, **context: Any) -> Response:
+        token = csrf_token_of(request) or new_csrf_token()
+        base = self.base(request)
+        ctx = {
+            "base": base,
+            "page": page,
+            "title": self.title,
+            "store": redact_url(self.app.settings.resolved_database_url),
+            "writes": self.guard.writes,
+            "needs_key": self.guard.needs_key_field,
+            "csrf_field": CSRF_FIELD,
+            "csrf_token": token,
+            "api_key_field": API_KEY_FIELD,
+            "poll_ms": int(self.poll_interval * 1000),
+            "now": datetime.now().astimezone(),
+            "query": lambda **changes: self._query(request, changes),
+            **context,
+        }
+        tmpl = self.env.get_template(template)
+        if request.query_params.get("partial") == "live":
+            body = "".join(tmpl.blocks["live"](tmpl.new_context(ctx)))
+        else:
+            body = tmpl.render(ctx)
+        response = HTMLResponse(body, headers=SECURITY_HEADERS | {"cache-control": "no-store"})
+        if csrf_token_of(request) is None:
+            response.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path=base or "/")
+        return response
+
+    @staticmethod
+    def _query(request: Request, changes: dict[str, Any]) -> str:
+        params = {k: v for k, v in request.query_params.items() if k != "partial"}
+        for key, value in changes.items():
+            if value in (None, ""):
+                params.pop(key, None)
+            else:
+                params[key] = str(value)
+        return "?" + urlencode(params) if params else "?"
+
+    # -- pages -----------------------------------------------------------------
+
+    async def overview(self, request: Request) -> Response:
+        return self.render(request, "overview.html", "overview", overview=await self.reads.overview())
+
+    async def jobs(self, request: Request) -> Response:
+        q = request.query_params
+        status = q.get("status") if q.get("status") in STATUSES else None
+        flt = JobFilter(status=status, queue=q.get("queue") or None, name=q.get("name") or None, search=q.get("q"))
+        page = await self.reads.jobs_page(flt, cursor=q.get("after"))
+        return self.render(
+            request, "jobs.html", "jobs", flt=flt, result=page, statuses=STATUSES, queues=await self.reads.queue_names()
+        )
+
+    async def job(self, request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        detail = await self.reads.job(job_id)
+        if detail is None:
+            response = self.render(request, "missing.html", "jobs", job_id=job_id)
+            response.status_code = 404
+            return response
+        return self.render(request, "job.html", "jobs", detail=detail)
+
+    async def dead_letters(self, request: Request) -> Response:
+        q = request.query_params
+        page = await self.reads.dead_letters(
+            queue=q.get("queue") or None, name=q.get("name") or None, cursor=q.get("after")
+        )
+        return self.render(
+            request,
+            "dead_letters.html",
+            "dead-letters",
+            result=page,
+            queue=q.get("queue") or "",
+            name=q.get("name") or "",
+            notice=q.get("notice") or "",
+        )
+
+    async def confirm(self, request: Request) -> Response:
+        """The confirmation step every dead-letter write goes through."""
+        q = request.query_params
+        action = q.get("action")
+        if action not in ("replay", "purge"):
+            return self._refuse(request, "unknown action", status=400)
+        job_id = q.get("id") or ""
+        if job_id:
+            row = await self.app.dead_letter.get(job_id)
+            ids, complete = ([row["id"]] if row else []), True
+        else:
+            ids, complete = await self.reads.dead_letter_ids(queue=q.get("queue") or None, name=q.get("name") or None)
+        return self.render(
+            request,
+            "confirm.html",
+            "dead-letters",
+            action=action,
+            ids=ids,
+            complete=complete,
+            single=bool(job_id),
+            queue=q.get("queue") or "",
+            name=q.get("name") or "",
+        )
+
+    async def workers(self, request: Request) -> Response:
+        return self.render(
+            request,
+            "workers.html",
+            "workers",
+            workers=await self.reads.workers(),
+            heartbeat_timeout=self.app.settings.heartbeat_timeout,
+        )
+
+    async def schedules(self, request: Request) -> Response:
+        return self.render(request, "schedules.html", "schedules", schedules=await self.reads.schedules())
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"ok": True, "stats": await self.app.get_queue_stats()})
+
+    # -- writes ----------------------------------------------------------------
+
+    def _refuse(self, request: Request, reason: str, *, status: int = 403) -> Response:
+        response = self.render(request, "refused.html", "", reason=reason)
+        response.status_code = status
+        return response
+
+    async def _form(self, request: Request) -> dict[str, str]:
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            raise WriteRefusedError("form too large")
+        return dict(parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True))
+
+    async def _guarded(self, request: Request) -> dict[str, str] | Response:
+        try:
+            form = await self._form(request)
+            await self.guard.check(request, form)
+        except WriteRefusedError as exc:
+            return self._refuse(request, str(exc))
+        return form
+
+    async def dead_letter_action(self, request: Request) -> Response:
+        form = await self._guarded(request)
+        if isinstance(form, Response):
+            return form
+        action = form.get("action")
+        if action not in ("replay", "purge"):
+            return self._refuse(request, "unknown action", status=400)
+        if form.get("id"):
+            ids = [form["id"]]
+        else:
+            ids, _ = await self.reads.dead_letter_ids(queue=form.get("queue") or None, name=form.get("name") or None)
+        done = 0
+        for job_id in ids:
+            if action == "replay":
+                try:
+                    await self.app.dead_letter.replay(job_id)
+                except LookupError:
+                    continue
+                done += 1
+            elif await self.app.dead_letter.purge(job_id):
+                done += 1
+        verb = "replayed" if action == "replay" else "purged"
+        notice = f"{verb} {done} dead-letter job{'s' if done != 1 else ''}"
+        return RedirectResponse(f"{self.base(request)}/dead-letters?{urlencode({'notice': notice})}", status_code=303)
+
+    async def cancel(self, request: Request) -> Response:
+        form = await self._guarded(request)
+        if isinstance(form, Response):
+            return form
+        job_id = request.path_params["job_id"]
+        await self.app.cancel_job(job_id)
+        return RedirectResponse(f"{self.base(request)}/jobs/{job_id}", status_code=303)
+
+    def routes(self) -> list[BaseRoute]:
+        pages: list[BaseRoute] = [
+            Route("/", self.overview, name="overview"),
+            Route("/jobs", self.jobs, name="jobs"),
+            Route("/jobs/{job_id:path}/cancel", self.cancel, methods=["POST"]),
+            Route("/jobs/{job_id:path}", self.job, name="job"),
+            Route("/dead-letters", self.dead_letters, name="dead_letters"),
+            Route("/dead-letters/confirm", self.confirm),
+            Route("/dead-letters/action", self.dead_letter_action, methods=["POST"]),
+            Route("/workers", self.workers, name="workers"),
+            Route("/schedules", self.schedules, name="schedules"),
+            Route("/healthz", self.health),
+            Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+        ]
+        return [Mount(self.prefix, routes=pages)] if self.prefix else pages
+
+
+def create_dashboard_app(
+    app: Soniq,
+    *,
+    prefix: str = "",
+    writes: bool = False,
+    api_key: str | None = None,
+    authorize: Authorize | None = None,
+    trusted_origins: Sequence[str] = (),
+    poll_interval: float = 2.0,
+    title: str = "Soniq",
+    manage_app: bool = False,
+) -> Starlette:
+    """The dashboard for `app` as an ASGI app; mount it in FastAPI or Starlette, or serve it with uvicorn.
+
+    Read-only unless `writes=True`, and then every write needs `api_key`
+    (header ``X-Soniq-Api-Key`` or the form's key field) or
+    ``authorize(request)`` returning true (may be async): the mounting app's
+    own auth. Form posts also need the page's CSRF token and a same-origin
+    ``Origin``; `trusted_origins` adds origins a proxy rewrites to. With
+    `manage_app`, the dashboard connects and closes `app` in its lifespan.
+    """
+    if prefix and (not prefix.startswith("/") or prefix.endswith("/")):
+        raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
+    if poll_interval <= 0:
+        raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
+    guard = WriteGuard(writes=writes, api_key=api_key, authorize=authorize, trusted_origins=trusted_origins)
+    dashboard = Dashboard(app, prefix=prefix, guard=guard, poll_interval=poll_interval, title=title)
+    lifespan: Callable[[Starlette], Any] | None = None
+    if manage_app:
+        lifespan = _lifespan(app)
+    return Starlette(routes=dashboard.routes(), lifespan=lifespan)
+
+
+def _lifespan(app: Soniq) -> Callable[[Starlette], Any]:
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> Any:
+        await app.connect()
+        try:
+            yield
+        finally:
+            await app.close()
+
+    return lifespan
+
+
+__all__ = ["create_dashboard_app"]

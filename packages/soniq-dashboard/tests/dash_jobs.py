@@ -1,0 +1,38 @@
+"""Jobs the real worker process runs in the dashboard tests; the store comes from SONIQ_DATABASE_URL."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from soniq import Soniq
+
+app = Soniq()
+
+EVIL_NAME = "<script>alert('name')</script>"
+EVIL_ERROR = "<img src=x onerror=\"alert('error')\"><script>alert('error')</script>"
+
+
+@app.job(name="dash_jobs.quick")
+async def quick(n: int = 0) -> int:
+    return n * 2
+
+
+@app.job(name="dash_jobs.flaky", max_retries=0)
+async def flaky(flag: str) -> str:
+    """Fails until the test creates `flag`, so the first run dead-letters and a replay succeeds."""
+    if not os.path.exists(flag):  # noqa: ASYNC240 - a one-off stat in a test job
+        raise RuntimeError(f"flag {flag} is not there yet")
+    return "recovered"
+
+
+@app.job(name="dash_jobs.hold")
+async def hold(marker: str) -> None:
+    Path(marker).touch()  # noqa: ASYNC240 - a one-off touch in a test job
+    await asyncio.Event().wait()
+
+
+@app.job(name=EVIL_NAME, max_retries=0)
+async def evil() -> None:
+    raise RuntimeError(EVIL_ERROR)

@@ -1,0 +1,72 @@
+"""The dashboard mounted under a path in a host Starlette app, behind the host's own auth, over a real socket."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import uvicorn
+from dash_harness import HttpClient, Store, free_port, wait_for
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Mount, Route
+
+from soniq import Soniq
+from soniq_dashboard import create_dashboard_app
+
+
+def host_authorize(request: Request) -> bool:
+    # Stands in for the host's session check: the host app decides, the dashboard asks.
+    return request.headers.get("x-test-user") == "admin"
+
+
+@pytest_asyncio.fixture
+async def served(store: Store, producer: Soniq) -> AsyncIterator[str]:
+    secret_url = store.url.replace("postgres@", "postgres:s3cret-pw@") if store.namespace else store.url
+    dashboard_app = Soniq(secret_url)
+    dashboard = create_dashboard_app(dashboard_app, writes=True, authorize=host_authorize, manage_app=True)
+    host = Starlette(routes=[Route("/", lambda r: PlainTextResponse("host")), Mount("/ops/soniq", app=dashboard)])
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(host, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    await asyncio.to_thread(wait_for, lambda: server.started, what="uvicorn started")
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await asyncio.to_thread(thread.join, 10)
+
+
+@pytest.mark.asyncio
+async def test_links_stay_under_the_mount_path_and_the_password_is_never_shown(served: str, store: Store) -> None:
+    client = HttpClient(served + "/ops/soniq")
+    status, body = await asyncio.to_thread(client.get, "/")
+    assert status == 200
+    hrefs = re.findall(r'href="([^"]+)"', body)
+    assert hrefs
+    assert all(h.startswith("/ops/soniq/") or h.startswith("#") for h in hrefs), hrefs
+    assert "s3cret-pw" not in body
+    static = await asyncio.to_thread(client.get, "/static/dashboard.js")
+    assert static[0] == 200
+
+
+@pytest.mark.asyncio
+async def test_writes_follow_the_host_apps_authorize(served: str, producer: Soniq) -> None:
+    job_id = await producer.enqueue("dash_jobs.quick", n=1)
+    client = HttpClient(served + "/ops/soniq")
+    token = await asyncio.to_thread(client.csrf)
+    form = {"csrf_token": token}
+    path = f"/jobs/{job_id}/cancel"
+
+    refused: Any = await asyncio.to_thread(client.post, path, form)
+    assert refused[0] == 403
+    assert (await producer.get_job(job_id))["status"] == "queued"  # type: ignore[index]
+
+    allowed: Any = await asyncio.to_thread(client.post, path, form, {"x-test-user": "admin"})
+    assert allowed[0] == 200  # the redirect to the job page, followed
+    assert (await producer.get_job(job_id))["status"] == "cancelled"  # type: ignore[index]

@@ -1,0 +1,124 @@
+"""The reads seam on real stores: what each page is told, and that pagination never repeats a row."""
+
+from __future__ import annotations
+
+import pytest
+
+from soniq import Soniq
+from soniq.records import WorkerInfo, WorkerStatus
+from soniq_dashboard import create_dashboard_app
+from soniq_dashboard.reads import DashboardReads, JobFilter, trace_id_of
+from soniq_dashboard.security import redact_url
+
+
+@pytest.mark.asyncio
+async def test_pages_of_jobs_never_repeat_a_row_while_rows_arrive(producer: Soniq) -> None:
+    reads = DashboardReads(producer)
+    first_ids = await producer.enqueue_many("dash_jobs.quick", [{"n": i} for i in range(7)])
+    seen: list[str] = []
+    page = await reads.jobs_page(JobFilter(), limit=3)
+    seen += [r["id"] for r in page.rows]
+    await producer.enqueue_many("dash_jobs.quick", [{"n": 100 + i} for i in range(2)])
+    while page.next_cursor:
+        page = await reads.jobs_page(JobFilter(), cursor=page.next_cursor, limit=3)
+        seen += [r["id"] for r in page.rows]
+    assert len(seen) == len(set(seen))
+    assert set(first_ids) <= set(seen)
+
+
+@pytest.mark.asyncio
+async def test_filters_and_search(producer: Soniq) -> None:
+    reads = DashboardReads(producer)
+    quick = await producer.enqueue("dash_jobs.quick", n=1)
+    await producer.enqueue("dash_jobs.flaky", flag="x", queue="other")
+    by_name = await reads.jobs_page(JobFilter(name="FLAKY"))
+    assert [r["job_name"] for r in by_name.rows] == ["dash_jobs.flaky"]
+    by_queue = await reads.jobs_page(JobFilter(queue="other"))
+    assert [r["queue"] for r in by_queue.rows] == ["other"]
+    by_id = await reads.jobs_page(JobFilter(search=quick))
+    assert [r["id"] for r in by_id.rows] == [quick]
+    by_search_name = await reads.jobs_page(JobFilter(search="quick"))
+    assert [r["id"] for r in by_search_name.rows] == [quick]
+    assert (await reads.jobs_page(JobFilter(status="done"))).rows == []
+
+
+@pytest.mark.asyncio
+async def test_overview_counts_queues_and_the_oldest_queued_age(producer: Soniq) -> None:
+    reads = DashboardReads(producer)
+    assert (await reads.overview()).oldest_queued_age is None
+    await producer.enqueue("dash_jobs.quick", n=1, queue="a")
+    await producer.enqueue("dash_jobs.quick", n=2, queue="b")
+    overview = await reads.overview()
+    assert overview.totals["queued"] == 2
+    counts = dict(overview.queues)
+    assert counts["a"]["queued"] == 1
+    assert counts["b"]["total"] == 1
+    assert overview.oldest_queued_age is not None
+    assert overview.oldest_queued_age.total_seconds() >= 0
+    assert [w.label for w in overview.windows] == ["last hour", "last day"]
+
+
+@pytest.mark.asyncio
+async def test_worker_rows_map_onto_the_state_machine_names(producer: Soniq) -> None:
+    backend = await producer.connected_backend()
+    for worker_id in ("w-running", "w-draining"):
+        await backend.register_worker(
+            worker=WorkerInfo(id=worker_id, hostname="h", pid=1, queues=("default",), concurrency=2)
+        )
+    await backend.heartbeat(worker_id="w-draining", status=WorkerStatus.STOPPING)
+    views = {v.id: v for v in await DashboardReads(producer).workers()}
+    assert views["w-running"].state == "RUNNING"
+    assert views["w-draining"].state == "DRAINING"
+    assert not views["w-running"].stale
+
+
+@pytest.mark.asyncio
+async def test_a_job_detail_falls_back_to_its_dead_letter_row(producer: Soniq) -> None:
+    reads = DashboardReads(producer)
+    assert await reads.job("no-such-id") is None
+    job_id = await producer.enqueue("dash_jobs.quick", n=1)
+    detail = await reads.job(job_id)
+    assert detail is not None
+    assert not detail.dead_letter
+    assert detail.job["args"] == {"n": 1}
+
+
+@pytest.mark.asyncio
+async def test_schedules_are_empty_until_periodic_jobs_exist(producer: Soniq) -> None:
+    schedules = await DashboardReads(producer).schedules()
+    assert not schedules.configured
+    assert schedules.rows == []
+
+
+def test_trace_id_comes_from_the_stored_traceparent() -> None:
+    tid = "4bf92f3577b34da6a3ce929d0e0e4736"
+    assert trace_id_of({"traceparent": f"00-{tid}-00f067aa0ba902b7-01"}) == tid
+    assert trace_id_of({"traceparent": "garbage"}) is None
+    assert trace_id_of(None) is None
+
+
+def test_urls_are_shown_without_their_password() -> None:
+    assert redact_url("postgresql://app:s3cret@db:5432/app") == "postgresql://app:***@db:5432/app"
+    assert "s3cret" not in redact_url("postgresql://db/app?user=app&password=s3cret")
+    assert redact_url("sqlite:///soniq.db") == "sqlite:///soniq.db"
+
+
+def test_writes_need_a_key_or_the_host_apps_auth() -> None:
+    app = Soniq("memory://")
+    with pytest.raises(ValueError, match="api_key"):
+        create_dashboard_app(app, writes=True)
+    create_dashboard_app(app, writes=True, authorize=lambda request: True)
+    create_dashboard_app(app, writes=True, api_key="k")
+
+
+def test_the_command_binds_this_machine_only_by_default() -> None:
+    import argparse
+
+    from soniq_dashboard.command import add_command
+
+    parser = argparse.ArgumentParser()
+    add_command(parser)
+    args = parser.parse_args([])
+    assert args.host == "127.0.0.1"
+    assert args.port == 6161
+    assert not args.writes

@@ -1,0 +1,146 @@
+"""Fill a SQLite store through real workers, serve `soniq dashboard`, and photograph each page.
+
+Run it with `scripts/dashboard-screenshots`; the PNGs land in docs/dashboard/.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.request import urlopen
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "packages/soniq-dashboard/tests"))
+
+from dash_harness import Dashboard, Process, Store, child_env, start_browser, wait_for  # noqa: E402
+
+OUT = ROOT / "docs/dashboard"
+JOBS = """
+import asyncio, os
+from soniq import Soniq
+
+app = Soniq()
+
+@app.job(name="emails.send_welcome", queue="emails")
+async def send_welcome(user_id: int) -> dict:
+    return {"sent_to": user_id}
+
+@app.job(name="media.make_thumbnail", queue="thumbnails", max_retries=0)
+def make_thumbnail(path: str) -> str:
+    if path.endswith(".tiff"):
+        raise ValueError(f"unsupported image format for {path}: TIFF needs the imaging extra")
+    return path + ".thumb.png"
+
+@app.job(name="reports.monthly", queue="reports")
+async def monthly(month: str) -> None:
+    open(os.environ["SHOTS_MARKER"], "w").close()
+    await asyncio.sleep(3600)
+"""
+
+
+def stub(**kwargs: Any) -> None:
+    raise AssertionError("runs in the worker")
+
+
+async def fill(store: Store) -> None:
+    app = store.app()
+    app.job(name="emails.send_welcome", queue="emails")(stub)
+    # The producer's definition sets the row's retry budget: no retries, so bad scans dead-letter at once.
+    app.job(name="media.make_thumbnail", queue="thumbnails", max_retries=0)(stub)
+    app.job(name="reports.monthly", queue="reports")(stub)
+    await app.setup()
+    await app.enqueue_many("emails.send_welcome", [{"user_id": 1000 + i} for i in range(36)])
+    await app.enqueue_many("media.make_thumbnail", [{"path": f"/uploads/{i}.jpg"} for i in range(12)])
+    await app.enqueue_many("media.make_thumbnail", [{"path": f"/uploads/scan-{i}.tiff"} for i in range(3)])
+    await app.enqueue("reports.monthly", month="2026-11")
+    await app.close()
+
+
+async def stats(store: Store) -> dict[str, int]:
+    app = store.app()
+    try:
+        return await app.get_queue_stats()
+    finally:
+        await app.close()
+
+
+async def enqueue_later(store: Store) -> None:
+    app = store.app()
+    app.job(name="emails.send_welcome", queue="emails")(stub)
+    await app.enqueue_many("emails.send_welcome", [{"user_id": 2000 + i} for i in range(5)], scheduled_at=3600)
+    await app.close()
+
+
+def viewport(browser: Any, width: int, height: int) -> None:
+    metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+
+
+def shoot(browser: Any, url: str, path: Path, *, width: int = 1280, dark: bool = False) -> None:
+    viewport(browser, width, 800)
+    scheme = "dark" if dark else "light"
+    browser.execute_cdp_cmd(
+        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]}
+    )
+    browser.get(url)
+    time.sleep(0.8)  # one live refresh, so the picture shows the polled state
+    height = int(browser.execute_script("return document.documentElement.scrollHeight"))
+    viewport(browser, width, min(max(height, 500), 1400))
+    browser.save_screenshot(str(path))
+    print(f"wrote {path.relative_to(ROOT)}")
+
+
+def main() -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        (work / "shots_jobs.py").write_text(JOBS)
+        store = Store(f"sqlite:///{work}/shots.db", None)
+        asyncio.run(fill(store))
+        env = child_env(store, SONIQ_POLL_INTERVAL="0.1", SONIQ_HEARTBEAT_INTERVAL="0.5")
+        env["PYTHONPATH"] = str(work) + ":" + env["PYTHONPATH"]
+        worker = [sys.executable, "-m", "soniq", "worker", "--jobs-modules", "shots_jobs"]
+        done = Process([*worker, "--queues", "emails,thumbnails", "--run-once"], env, work / "w1.log", work)
+        wait_for(lambda: done.proc.poll() is not None, timeout=60, what="the run-once worker")
+        marker = work / "marker"
+        env_long = {**env, "SHOTS_MARKER": str(marker), "SONIQ_SHUTDOWN_TIMEOUT": "600"}
+        draining = Process([*worker, "--queues", "reports", "--concurrency", "1"], env_long, work / "w2.log", work)
+        running = Process([*worker, "--queues", "emails"], env, work / "w3.log", work)
+        wait_for(marker.exists, timeout=30, what="the long report running")
+        asyncio.run(enqueue_later(store))
+        draining.signal(signal.SIGTERM)
+        dashboard = Dashboard(store, work, writes=True)
+        browser = start_browser(work / "profile")
+        try:
+            base = dashboard.base
+            wait_for(lambda: b"DRAINING" in urlopen(base + "/workers").read(), timeout=20, what="draining")
+            shoot(browser, base + "/", OUT / "overview.png")
+            shoot(browser, base + "/", OUT / "overview-dark.png", dark=True)
+            shoot(browser, base + "/jobs", OUT / "jobs.png")
+            shoot(browser, base + "/jobs?status=queued", OUT / "jobs-narrow.png", width=420)
+            from selenium.webdriver.common.by import By
+
+            browser.get(base + "/dead-letters")
+            dead = browser.find_element(By.CSS_SELECTOR, "tr[data-job-id]").get_attribute("data-job-id")
+            shoot(browser, base + "/dead-letters", OUT / "dead-letters.png")
+            browser.get(base + "/jobs?status=done&queue=thumbnails")
+            done_id = browser.find_element(By.CSS_SELECTOR, "tr[data-job-id]").get_attribute("data-job-id")
+            shoot(browser, base + f"/jobs/{done_id}", OUT / "job-detail.png")
+            shoot(browser, base + f"/jobs/{dead}", OUT / "dead-letter-detail.png")
+            shoot(browser, base + "/dead-letters/confirm?action=replay", OUT / "confirm.png")
+            shoot(browser, base + "/workers", OUT / "workers.png")
+            shoot(browser, base + "/workers", OUT / "workers-dark.png", dark=True)
+            shoot(browser, base + "/schedules", OUT / "schedules.png")
+        finally:
+            browser.quit()
+            for p in (dashboard, draining, running, done):
+                p.stop()
+
+
+if __name__ == "__main__":
+    main()
