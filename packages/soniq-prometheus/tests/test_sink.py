@@ -7,14 +7,18 @@ import asyncio
 import logging
 import socket
 import threading
-from types import SimpleNamespace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from prom_testing import read_registry, series, value, wait_until
 from prometheus_client import CollectorRegistry
 
-from soniq import Soniq
+from soniq import HandlerKind, JobOutcome, Soniq
+from soniq.observers import JobEndEvent, JobStartEvent, RecoveryEvent
+from soniq.params import Rescue, RescueAction
+from soniq.records import DeadLetterReason, JobRecord, JobStatus, RecoveryResult
+from soniq.worker.state import RunPhase
 from soniq_prometheus import PrometheusMetricsSink, find_sink
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
@@ -33,10 +37,11 @@ def new_sink() -> PrometheusMetricsSink:
     return PrometheusMetricsSink(registry=CollectorRegistry(), queue_cache_seconds=0)
 
 
-async def start(app: Soniq) -> asyncio.Task[Any]:
+async def start(app: Soniq, running: str, phase: RunPhase) -> asyncio.Task[Any]:
+    """A worker task, once the row `running` is in `phase` on it (its handler started)."""
     previous = app.current_worker
     task = asyncio.ensure_future(app.run_worker(install_signal_handlers=False))
-    await wait_until(lambda: app.current_worker is not previous and app.current_worker.executor is not None)
+    await wait_until(lambda: app.current_worker is not previous and app.current_worker.phase_of(running) is phase)
     return task
 
 
@@ -74,8 +79,7 @@ async def test_forced_and_waited_for_threads_outcomes() -> None:
         release.wait(30)
 
     stuck_id = await app.enqueue(stuck)
-    task = await start(app)
-    await wait_until(lambda: app.current_worker.running == 1)
+    task = await start(app, stuck_id, RunPhase.RUNNING_ASYNC)
     app.current_worker.request_stop()
     await asyncio.wait_for(task, 20)
     s = read_registry(sink.registry)
@@ -88,9 +92,8 @@ async def test_forced_and_waited_for_threads_outcomes() -> None:
     assert 0.2 <= forced_seconds < 5
 
     assert await app.cancel_job(stuck_id)
-    await app.enqueue(blocking)
-    task = await start(app)
-    await wait_until(lambda: app.current_worker.running == 1)
+    blocking_id = await app.enqueue(blocking)
+    task = await start(app, blocking_id, RunPhase.RUNNING_SYNC)
     app.current_worker.request_stop()
     await wait_until(lambda: value(read_registry(sink.registry), "soniq_worker_state", state="WAIT_FOR_THREAD") == 1)
     release.set()
@@ -125,13 +128,15 @@ async def test_as_a_0_1_0_metrics_sink_and_wired_both_ways_it_counts_once() -> N
             return await app.dead_letter.get(job_id) is not None
 
         await wait_until(dead_lettered)
-    for sink in (sink_only, both):
+    # 0.1.0's `record_job_end` carries no dead-letter reason; the bus's job-end event does.
+    for sink, reason in ((sink_only, "unreported"), (both, "max_attempts")):
         s = read_registry(sink.registry)
         assert value(s, "soniq_jobs_started_total", queue="default", job_name="fails") == 2
         assert value(s, "soniq_jobs_completed_total", queue="default", job_name="fails", status="failed") == 1
         assert value(s, "soniq_jobs_completed_total", queue="default", job_name="fails", status="dead_letter") == 1
         assert value(s, "soniq_job_retries_total", queue="default", job_name="fails", reason="error") == 1
-        assert value(s, "soniq_dead_letters_total", queue="default", job_name="fails", reason="max_attempts") == 1
+        assert value(s, "soniq_dead_letters_total", queue="default", job_name="fails", reason=reason) == 1
+        assert len(series(s, "soniq_dead_letters_total")) == 1
         drained = value(s, "soniq_shutdowns_total", outcome="drained")
         assert drained is not None
         assert drained >= 2
@@ -248,20 +253,65 @@ async def test_a_port_in_use_is_logged_and_the_worker_runs_on(caplog: pytest.Log
     await app.close()
 
 
-async def test_the_richer_bus_events_are_used_when_they_arrive() -> None:
-    """p2-core's bus adds per-row rescue actions to recoveries and the reason to dead-lettered job ends."""
+def _row(job_id: str) -> JobRecord:
+    now = datetime.now(UTC)
+    return JobRecord(
+        id=job_id,
+        job_name="n",
+        args={},
+        status=JobStatus.PROCESSING,
+        attempts=1,
+        max_attempts=1,
+        queue="q",
+        priority=0,
+        scheduled_at=now,
+        last_error=None,
+        worker_id="w",
+        result=None,
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def _rescue(job_id: str, action: RescueAction) -> Rescue:
+    return Rescue(
+        job_id=job_id, expected_worker_id="gone", expected_updated_at=datetime.now(UTC), action=action, attempts=1
+    )
+
+
+async def test_dead_letter_reasons_and_rescue_actions_come_from_the_bus_events() -> None:
     sink = new_sink()
-    job = SimpleNamespace(id="j1", queue="q", job_name="n")
-    sink.on_job_start(SimpleNamespace(job=job))  # type: ignore[arg-type]
+    job = _row("j1")
+    sink.on_job_start(JobStartEvent(worker_id="w", job=job, handler_kind=HandlerKind.ASYNC, attempt=1))
     sink.on_job_end(
-        SimpleNamespace(  # type: ignore[arg-type]
-            job=job, outcome="dead_letter", handler_kind="async", duration=0.1, dead_letter_reason="non_retryable"
+        JobEndEvent(
+            worker_id="w",
+            job=job,
+            handler_kind=HandlerKind.ASYNC,
+            attempt=1,
+            outcome=JobOutcome.DEAD_LETTER,
+            duration=0.1,
+            reason=DeadLetterReason.NON_RETRYABLE.value,
         )
     )
-    actions = [SimpleNamespace(action=name) for name in ("requeue", "dead_letter", "requeue")]
-    sink.on_recovery(SimpleNamespace(result=None, actions=actions))  # type: ignore[arg-type]
+    rescues = tuple(
+        _rescue(f"r{i}", action)
+        for i, action in enumerate(
+            (RescueAction.REQUEUE, RescueAction.DEAD_LETTER, RescueAction.REQUEUE, RescueAction.RELEASE)
+        )
+    )
+    sink.on_recovery(RecoveryEvent(result=RecoveryResult(stale_workers=("gone",)), rescues=rescues, at=0.0))
     s = read_registry(sink.registry)
     assert value(s, "soniq_dead_letters_total", queue="q", job_name="n", reason="non_retryable") == 1
     assert value(s, "soniq_stale_recoveries_total", action="requeue") == 2
     assert value(s, "soniq_stale_recoveries_total", action="dead_letter") == 1
+    assert value(s, "soniq_stale_recoveries_total", action="release") == 1
     assert value(s, "soniq_jobs_in_progress", queue="q", job_name="n") == 0
+
+
+async def test_a_sink_fed_only_as_metrics_sink_counts_recoveries_from_the_stale_recovery_event() -> None:
+    sink = new_sink()
+    sink.emit("stale_recovery", {"worker_id": "w", "actions": {"a": "requeue", "b": "dead_letter", "c": "requeue"}})
+    s = read_registry(sink.registry)
+    assert value(s, "soniq_stale_recoveries_total", action="requeue") == 2
+    assert value(s, "soniq_stale_recoveries_total", action="dead_letter") == 1

@@ -23,6 +23,7 @@ import pytest_asyncio
 from prom_testing import Samples, scrape, series, value, wait_for
 
 from soniq import Soniq
+from soniq.params import ClaimJobsParams, RegisterWorkerParams
 from soniq.records import WorkerInfo
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
@@ -121,8 +122,10 @@ async def test_scraped_series_and_values(store: Store, producer: Soniq, tmp_path
     backend = await producer.connected_backend()
     # A row held by a worker that died without a word: the new worker's sweep must recover it.
     recovered_id = await producer.enqueue(f"{JOBS}.quick", n=0)
-    await backend.register_worker(worker=WorkerInfo(id="ghost", hostname="h", pid=1, queues=None, concurrency=1))
-    claimed = await backend.claim_jobs(worker_id="ghost", queues=None, limit=1, mark_started=True)
+    await backend.register_worker(
+        RegisterWorkerParams(WorkerInfo(id="ghost", hostname="h", pid=1, queues=None, concurrency=1))
+    )
+    claimed = await backend.claim_jobs(ClaimJobsParams(worker_id="ghost", queues=None, limit=1, mark_started=True))
     assert [row.id for row in claimed] == [recovered_id]
     for n in range(1, 4):
         await producer.enqueue(f"{JOBS}.quick", n=n)

@@ -32,12 +32,6 @@ SHUTDOWN_OUTCOME: Final = "soniq.shutdown.outcome"
 # The conventions' advised boundaries for messaging durations.
 PROCESS_DURATION_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
 
-_FAILED = frozenset({"retry", "timeout_retry", "dead_letter", "lost", "unwritten"})
-
-
-def _text(value: object) -> str:
-    return str(getattr(value, "value", value))
-
 
 def _error_type(error: BaseException | None, outcome: str) -> str:
     if error is None:
@@ -93,10 +87,10 @@ class JobMetrics:
         self.consumed.add(1, self._job(a.OPERATION_PROCESS, event.job.queue, event.job.job_name))
 
     def process_ended(self, event: JobEndEvent) -> None:
-        outcome = _text(event.outcome)
+        outcome = event.outcome.value
         attributes = self._job(a.OPERATION_PROCESS, event.job.queue, event.job.job_name)
         attributes[a.JOB_OUTCOME] = outcome
-        if outcome in _FAILED:
+        if event.outcome.failed:
             attributes[a.ERROR_TYPE] = _error_type(event.error, outcome)
         self.process_duration.record(event.duration, attributes)
 
@@ -105,13 +99,13 @@ class JobMetrics:
             a.MESSAGING_SYSTEM: a.MESSAGING_SYSTEM_SONIQ,
             a.MESSAGING_DESTINATION_NAME: event.queue,
             a.JOB_NAME: event.job_name,
-            a.NACK_REASON: _text(event.reason),
+            a.NACK_REASON: event.reason,
             a.NACK_WRITTEN: event.written,
         }
         self.nacks.add(1, attributes)
 
     def transition(self, event: TransitionEvent) -> None:
-        to_state = _text(event.to_state)
+        to_state = event.to_state.value
         states = self._shutdown_states.setdefault(event.worker_id, set())
         states.add(to_state)
         if to_state != "STOPPED":

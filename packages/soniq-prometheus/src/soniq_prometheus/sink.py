@@ -72,13 +72,16 @@ STATUS_OF_OUTCOME: dict[str, str] = {
 RETRY_REASON_OF_OUTCOME: dict[str, str] = {"retry": "error", "timeout_retry": "timeout"}
 _COUNTED_OUTCOMES = frozenset({*RETRY_REASON_OF_OUTCOME, "dead_letter"})
 
+UNREPORTED_REASON = "unreported"
+"""The dead-letter reason label when the sink is fed only through 0.1.0's `record_job_end`."""
+
 SHUTDOWN_DRAINED = "drained"
 SHUTDOWN_FORCED = "forced"
 SHUTDOWN_WAITED_FOR_THREADS = "waited_for_threads"
 
 
 def _text(value: Any) -> str:
-    """A label value from a str or a str-valued enum (core's outcomes may become `JobOutcome`)."""
+    """A label value from a str or one of core's str-valued enums (`JobOutcome`, `RescueAction`, ...)."""
     return str(getattr(value, "value", value))
 
 
@@ -147,7 +150,7 @@ class PrometheusMetricsSink(BaseObserver):
         )
         self.stale_recoveries = Counter(
             f"{prefix}_stale_recoveries_total",
-            "Rows of stale workers this process's sweeps recovered, by action (requeue, dead_letter).",
+            "Rows of stale workers this process's sweeps recovered, by action (release, requeue, dead_letter).",
             ("action",),
             registry=reg,
         )
@@ -177,7 +180,7 @@ class PrometheusMetricsSink(BaseObserver):
         self.attach(event.app)
         self.queue_gauges.add_queues(event.queues or ())
         self._enter(event.worker_id, WorkerState.RUNNING.value)
-        port = self.port if self.port is not None else getattr(event.app.settings, "metrics_port", None)
+        port = self.port if self.port is not None else event.app.settings.metrics_port
         if port is not None and self.server is None:
             try:
                 self.server = MetricsServer.start(self.registry, port=port, addr=self.addr)
@@ -213,13 +216,7 @@ class PrometheusMetricsSink(BaseObserver):
             job.id, (job.queue, job.job_name, STATUS_OF_OUTCOME.get(outcome) or _text(outcome)), event.duration
         )
         if outcome in _COUNTED_OUTCOMES:
-            self._count_outcome(
-                job.queue,
-                job.job_name,
-                _text(outcome),
-                _text(event.handler_kind),
-                getattr(event, "dead_letter_reason", None),
-            )
+            self._count_outcome(job.queue, job.job_name, _text(outcome), event.reason)
 
     def _start(self, job_id: str, queue: str, job_name: str) -> None:
         if queue not in self._queues_seen:
@@ -227,17 +224,13 @@ class PrometheusMetricsSink(BaseObserver):
             self.queue_gauges.add_queues((queue,))
         self.jobs.start(job_id, (queue, job_name))
 
-    def _count_outcome(
-        self, queue: str, job_name: str, outcome: str, handler_kind: str | None, dead_letter_reason: Any
-    ) -> None:
+    def _count_outcome(self, queue: str, job_name: str, outcome: str, reason: str | None) -> None:
         if outcome in RETRY_REASON_OF_OUTCOME:
             key = (queue, job_name, RETRY_REASON_OF_OUTCOME[outcome])
             self.jobs.retries[key] = self.jobs.retries.get(key, 0) + 1
         elif outcome == "dead_letter":
-            if dead_letter_reason is None:
-                # Until job-end events carry the reason: today the worker dead-letters only these two ways.
-                dead_letter_reason = "unknown_job" if handler_kind == "unknown" else "max_attempts"
-            key = (queue, job_name, _text(dead_letter_reason))
+            # `reason` is a `DeadLetterReason` value; the 0.1.0 `record_job_end` call does not carry one.
+            key = (queue, job_name, _text(reason) if reason else UNREPORTED_REASON)
             self.jobs.dead_letters[key] = self.jobs.dead_letters.get(key, 0) + 1
 
     # -- shutdown ----------------------------------------------------------------
@@ -287,17 +280,15 @@ class PrometheusMetricsSink(BaseObserver):
     # -- stale recovery ------------------------------------------------------------
 
     def on_recovery(self, event: RecoveryEvent) -> None:
-        actions: Iterable[Any] | None = getattr(event, "actions", None)
-        if actions:
-            # The bus's per-row rescue actions, when the event carries them.
-            for action in actions:
-                self.stale_recoveries.labels(_text(getattr(action, "action", action))).inc()
-            return
-        result = event.result
-        if result.requeued:
-            self.stale_recoveries.labels("requeue").inc(len(result.requeued))
-        if result.dead_lettered:
-            self.stale_recoveries.labels("dead_letter").inc(len(result.dead_lettered))
+        self._on_bus = True
+        self._recovered(_text(rescue.action) for rescue in event.rescues)
+
+    def _recovered(self, actions: Iterable[str]) -> None:
+        counts: dict[str, int] = {}
+        for action in actions:
+            counts[action] = counts.get(action, 0) + 1
+        for action, count in counts.items():
+            self.stale_recoveries.labels(action).inc(count)
 
     # -- soniq 0.1.0's MetricsSink methods -----------------------------------------
     # Used when the sink is passed as ``metrics_sink=``; once the observer bus feeds it, these are
@@ -312,7 +303,7 @@ class PrometheusMetricsSink(BaseObserver):
             name = _text(outcome)
             self.jobs.end(job_id, (queue, job_name, STATUS_OF_OUTCOME.get(name, name)), duration)
             if name in _COUNTED_OUTCOMES:
-                self._count_outcome(queue, job_name, name, None, None)
+                self._count_outcome(queue, job_name, name, None)
 
     def emit(self, event: str, fields: Mapping[str, Any]) -> None:
         if self._on_bus:
@@ -324,6 +315,10 @@ class PrometheusMetricsSink(BaseObserver):
                 str(fields.get("reason", "")),
                 bool(fields.get("written")),
             )
+        elif event == "stale_recovery":
+            actions = fields.get("actions")
+            if isinstance(actions, Mapping):
+                self._recovered(str(action) for action in actions.values())
         elif event == "worker_transition":
             now = time.time()
             worker_id = str(fields.get("worker_id", ""))
