@@ -68,3 +68,13 @@ def test_bad_environment_value_names_the_variable() -> None:
 def test_unknown_keyword_is_refused_with_the_known_names() -> None:
     with pytest.raises(TypeError, match=r"concurency.*known settings: .*concurrency"):
         Settings.load({"concurency": 3}, environ={})
+
+
+def test_metrics_port_defaults_to_none_and_is_a_tcp_port() -> None:
+    assert Settings.load(environ={}).metrics_port is None
+    assert Settings.load(environ={"SONIQ_METRICS_PORT": "9464"}).metrics_port == 9464
+    assert Settings.load(environ={"SONIQ_METRICS_PORT": ""}).metrics_port is None
+    for bad, fragment in (("0", "at least 1"), ("70000", "between 1 and 65535"), ("http", "whole number")):
+        with pytest.raises(SettingsError, match=fragment) as info:
+            Settings.load(environ={"SONIQ_METRICS_PORT": bad})
+        assert "SONIQ_METRICS_PORT" in str(info.value)

@@ -132,6 +132,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
     queues = _split(args.queues)
     if concurrency is not None:
         app.settings = app.settings.with_overrides(concurrency=concurrency)
+    if args.metrics_port is not None:
+        app.settings = app.settings.with_overrides(metrics_port=args.metrics_port)
 
     async def body(app: Soniq) -> Any:
         summary = await app.run_worker(concurrency=concurrency, queues=queues, run_once=args.run_once)
@@ -282,6 +284,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=None)
     p.add_argument("--queues", default=None, help="comma-separated queues (default: all)")
     p.add_argument("--run-once", action="store_true", help="stop once no job is due")
+    p.add_argument(
+        "--metrics-port",
+        default=None,
+        help="serve /metrics on this port (needs an exporter such as soniq-prometheus; else SONIQ_METRICS_PORT)",
+    )
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("enqueue", parents=[common], help="queue one job by name")

@@ -90,6 +90,8 @@ class Settings:
     retry_backoff_base: float = 1.0
     retry_backoff_max: float = 300.0
     max_args_bytes: int = 1_048_576
+    metrics_port: int | None = None
+    """The TCP port a worker serves ``/metrics`` on, when an exporter such as soniq-prometheus is installed."""
 
     @property
     def resolved_database_url(self) -> str:
@@ -209,6 +211,15 @@ def _modules(name: str, value: Any) -> tuple[str, ...]:
     return _parse_names(name, value) or ()
 
 
+def _port(name: str, value: Any) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    port = _parse_int(name, value, minimum=1)
+    if port > 65535:
+        raise SettingsError(name, f"must be a TCP port between 1 and 65535, got {value!r}")
+    return port
+
+
 def _queues(name: str, value: Any) -> tuple[str, ...] | None:
     return _parse_names(name, value) or None
 
@@ -232,4 +243,5 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "retry_backoff_base": _non_negative,
     "retry_backoff_max": _non_negative,
     "max_args_bytes": _at_least(1),
+    "metrics_port": _port,
 }

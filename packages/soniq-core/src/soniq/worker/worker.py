@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from soniq.backend import Backend
-from soniq.observers import ShutdownInfo, TransitionEvent
+from soniq.observers import ShutdownInfo, TransitionEvent, WorkerStartedEvent
 from soniq.params import PrepareWorkerParams, RegisterWorkerParams, SetWorkerStatusParams
 from soniq.records import WorkerInfo, WorkerStatus
 from soniq.worker._dispatch import Dispatcher
@@ -172,6 +172,16 @@ class Worker:
             self.runs.prefetch,
             type(self.backend).__name__,
         )
+        if self.bus.wants("on_worker_started"):
+            self.bus.worker_started(
+                WorkerStartedEvent(
+                    worker_id=self.worker_id,
+                    app=self.app,
+                    queues=self.queues,
+                    concurrency=self.concurrency,
+                    at=time.time(),
+                )
+            )
         settings = self.settings
         background = [
             asyncio.create_task(
