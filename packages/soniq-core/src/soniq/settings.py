@@ -14,6 +14,7 @@ from typing import Any
 
 from soniq.errors import SettingsError
 from soniq.records import StaleJobPolicy
+from soniq.redaction import redact_url
 
 DEFAULT_DATABASE_URL = "sqlite:///soniq.db"
 MIN_POLL_INTERVAL = 0.01
@@ -112,6 +113,16 @@ class Settings:
     allow_no_jobs: bool = False
     max_result_bytes: int = 1_048_576
     cancel_grace_seconds: float = 5.0
+
+    def __repr__(self) -> str:
+        # Settings end up in tracebacks and error trackers: never with the database password.
+        shown = ", ".join(
+            f"{f.name}={redact_url(self.database_url)!r}"
+            if f.name == "database_url" and self.database_url
+            else f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+        )
+        return f"Settings({shown})"
 
     @property
     def resolved_database_url(self) -> str:
