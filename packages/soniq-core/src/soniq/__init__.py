@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# First, before anything else of the package loads: a 0.1.0 leftover would break those imports.
+from soniq import _install_check as _install_check
 from soniq.app import Soniq
 from soniq.backend import BACKEND_PROTOCOL_VERSION, Backend, BackendCapabilities
 from soniq.dead_letter import DeadLetterNotFoundError
