@@ -44,6 +44,10 @@ class BackendProtocolError(SoniqError, TypeError):
     """A backend declares a protocol version this soniq-core does not speak."""
 
 
+class Permanent(SoniqError):  # noqa: N818 - raised by handlers, reads as an instruction
+    """Raise from a handler to dead-letter the job at once (reason ``non_retryable``), with no retry."""
+
+
 class Snooze(Exception):  # noqa: N818 - raised by handlers, reads as an instruction
     """Raise from a handler to run the job again later without spending an attempt."""
 
