@@ -10,6 +10,7 @@ raw control character from job data.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -50,6 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
         return code
+    except BrokenPipeError:
+        # `soniq status | head`: the reader left; say nothing, and keep the flush at exit from failing too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
     except EXPECTED_ERRORS as exc:
         print(f"soniq: error: {one_line(exc)}", file=sys.stderr)
         return EXIT_ERROR

@@ -134,11 +134,18 @@ def default_database_file(app: Soniq) -> Path | None:
 def refuse_to_create_default(app: Soniq, command: str) -> None:
     """A read-only command must not leave an empty ``./soniq.db`` behind because no URL was set."""
     path = default_database_file(app)
-    if path is not None and not path.exists():
+    if path is None:
+        return
+    if not path.exists():
         raise CLIError(
             f"no database URL given and {path} does not exist; pass --database-url or set "
             f"SONIQ_DATABASE_URL (soniq {command} does not create a database; `soniq setup` creates the SQLite default)"
         )
+    # The check above leaves a moment in which the file could go; the backend's own option closes it.
+    try:
+        app.use_database_url(DEFAULT_DATABASE_URL, create_if_missing=False)
+    except (TypeError, SoniqError):
+        pass  # a backend for this scheme without the option: the existence check stands alone
 
 
 async def _with_app(app: Soniq, body: Callable[[Soniq], Awaitable[T]]) -> T:
