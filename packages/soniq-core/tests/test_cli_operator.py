@@ -208,6 +208,7 @@ def test_control_characters_from_job_data_are_escaped_everywhere_they_are_printe
     assert soniq("enqueue", "paint", "--jobs-modules", "myjobs", cwd=jobs_dir).returncode == 0
     ran = soniq("worker", "--run-once", "--jobs-modules", "myjobs", cwd=jobs_dir)
     assert ran.returncode == 0, ran.stderr
+    assert "\\x1b[31mred" in ran.stderr  # the worker's log line names the error, escaped
     listed = soniq("dead-letter", "list", "--jobs-modules", "myjobs", cwd=jobs_dir)
     assert listed.returncode == 0, listed.stderr
     assert "\\x1b[31mred\\x1b[0m and \\x07 bell" in listed.stdout
@@ -331,3 +332,26 @@ def test_a_worker_without_jobs_refuses_to_start_unless_allowed(tmp_path: Path) -
     allowed = soniq("worker", "--run-once", "--allow-no-jobs", "--database-url", "memory://", cwd=tmp_path)
     assert allowed.returncode == 0, allowed.stderr
     assert "0 rows handled" in allowed.stderr
+
+
+# -- the quick start ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_quickstart_runs_end_to_end_in_a_clean_venv_with_only_core_and_sqlite(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[3]
+    venv = tmp_path / "venv"
+    env = clean_env({"SONIQ_QUICKSTART_VENV": str(venv), "PYTHON": sys.executable})
+    env.pop("VIRTUAL_ENV", None)
+    result = subprocess.run(
+        ["bash", str(root / "scripts" / "quickstart")], capture_output=True, text=True, timeout=600, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert "done  11" in result.stdout
+    listed = subprocess.run(
+        [str(venv / "bin" / "python"), "-m", "pip", "list", "--format=json"], capture_output=True, text=True
+    )
+    names = {p["name"] for p in json.loads(listed.stdout)}
+    assert {"soniq-core", "soniq-sqlite", "aiosqlite"} <= names
+    assert not names & {"pytest", "ruff", "mypy", "asyncpg", "redis", "soniq-postgres", "soniq-memory"}
+    assert not list((root / "examples" / "quickstart").glob("soniq.db*"))
