@@ -12,6 +12,7 @@ from soniq.errors import (
     BackendUnavailableError,
     InvalidURLError,
     JobArgumentsError,
+    Permanent,
     SettingsError,
     Snooze,
     SoniqError,
@@ -22,6 +23,7 @@ from soniq.observers import BaseObserver, Observer
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.records import JobStatus, StaleJobPolicy, WorkerStatus
 from soniq.settings import Settings
+from soniq.validation import JobOptionsError
 from soniq.worker.state import WorkerState
 from soniq.worker.worker import WorkerSummary
 
@@ -41,11 +43,13 @@ __all__ = [
     "InMemoryMetricsSink",
     "InvalidURLError",
     "JobArgumentsError",
+    "JobOptionsError",
     "JobOutcome",
     "JobStatus",
     "MetricsSink",
     "NullMetricsSink",
     "Observer",
+    "Permanent",
     "Settings",
     "SettingsError",
     "Snooze",

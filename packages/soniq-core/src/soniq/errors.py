@@ -70,7 +70,7 @@ class Snooze(Exception):  # noqa: N818 - raised by handlers, reads as an instruc
         super().__init__(f"snoozed for {self.seconds:g}s")
 
 
-class Permanent(Exception):  # noqa: N818 - raised by handlers, reads as an instruction
+class Permanent(SoniqError):  # noqa: N818 - raised by handlers, reads as an instruction
     """Raise from a handler to give the job up now: it moves to the dead-letter table with
     reason ``non_retryable`` whatever retries it has left. ``raise Permanent("why") from exc``
     keeps the original error's traceback in `last_error`."""
