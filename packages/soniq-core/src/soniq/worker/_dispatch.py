@@ -21,7 +21,7 @@ from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.params import ClaimJobsParams, MarkStartedParams, NackJobParams, WaitForJobsParams
 from soniq.records import DeadLetterReason, JobRecord, StaleJobPolicy
 from soniq.retry import RetryPolicy
-from soniq.serialization import MAX_RESULT_BYTES, safe_text
+from soniq.serialization import safe_text
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.settle import Settled, Settler
 from soniq.worker.state import RunPhase
@@ -74,7 +74,7 @@ class Dispatcher:
             worker.worker_id,
             RetryPolicy(base=settings.retry_backoff_base, maximum=settings.retry_backoff_max),
             worker.completions,
-            max_result_bytes=getattr(settings, "max_result_bytes", MAX_RESULT_BYTES),
+            max_result_bytes=settings.max_result_bytes,
             snooze_max_seconds=getattr(settings, "snooze_max_seconds", SNOOZE_MAX_SECONDS),
         )
         self._job_names = tuple(self._registry.names())

@@ -165,7 +165,7 @@ class Worker:
         """
         settings = self.settings
         names = self.app.registry.names()
-        if not names and not getattr(settings, "allow_no_jobs", False):
+        if not names and not settings.allow_no_jobs:
             raise NoJobsRegisteredError(
                 "this worker has no job registered, so it could run nothing; import your jobs modules "
                 "(--jobs-modules / SONIQ_JOBS_MODULES), or pass allow_no_jobs=True (--allow-no-jobs) "
@@ -178,7 +178,7 @@ class Worker:
         executor = self._executor = Executor(
             self.app.sync_pool,
             settings.sync_handler_pool_size,
-            cancel_grace=getattr(settings, "cancel_grace_seconds", 5.0),
+            cancel_grace=settings.cancel_grace_seconds,
         )
         dispatch = Dispatcher(
             self, executor, stop_event=self._stop_event, claiming=self._claiming, write_deadline=self._write_deadline
@@ -208,7 +208,7 @@ class Worker:
                     heartbeat_timeout=settings.heartbeat_timeout,
                     policy=settings.stale_job_policy,
                     keep_going=lambda: self.state is WorkerState.RUNNING,
-                    unknown_job_timeout=getattr(settings, "unknown_job_timeout", 86400.0),
+                    unknown_job_timeout=settings.unknown_job_timeout,
                 ),
                 name="soniq-stale-sweep",
             ),
