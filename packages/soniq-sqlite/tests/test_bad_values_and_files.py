@@ -74,7 +74,8 @@ async def test_a_batch_the_store_refuses_falls_back_to_one_row_at_a_time(
 
     assert written == {job.id for job in jobs} - {jobs[3].id}
     stuck = await backend.get_job(GetJobParams(job_id=jobs[3].id))
-    assert stuck is not None and stuck.status is JobStatus.PROCESSING
+    assert stuck is not None
+    assert stuck.status is JobStatus.PROCESSING
 
 
 @pytest.mark.asyncio
@@ -109,7 +110,8 @@ async def test_a_bad_value_in_a_combined_write_fails_only_that_write(
         return_exceptions=True,
     )
 
-    assert outcomes[0] is True and outcomes[2] is True
+    assert outcomes[0] is True
+    assert outcomes[2] is True
     assert isinstance(outcomes[1], UnicodeEncodeError)
 
 
@@ -172,7 +174,7 @@ def test_url_options_and_keywords(tmp_path: Path) -> None:
     assert backend._db.busy_timeout == 2.0
     keyword_wins = SQLiteBackend.from_url(f"sqlite:///{tmp_path}/jobs.db?namespace=a", namespace="b")
     assert keyword_wins.location.path == tmp_path / "jobs.b.db"
-    with pytest.raises(InvalidURLError, match="poolsize.*accepted options: namespace, busy_timeout"):
+    with pytest.raises(InvalidURLError, match=r"poolsize.*accepted options: namespace, busy_timeout"):
         SQLiteBackend.from_url(f"sqlite:///{tmp_path}/jobs.db?poolsize=3")
     with pytest.raises(InvalidURLError, match="create_if_missing expects true or false"):
         SQLiteBackend.from_url(f"sqlite:///{tmp_path}/jobs.db?create_if_missing=maybe")

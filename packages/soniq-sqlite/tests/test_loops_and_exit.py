@@ -79,9 +79,9 @@ def test_the_backend_reconnects_when_the_previous_loop_ended_mid_batch(tmp_path:
     async def first() -> None:
         await backend.connect()
         # Left running when asyncio.run ends: they are cancelled on the old loop.
-        for _ in range(5):
-            asyncio.ensure_future(backend.get_job(GetJobParams(job_id="missing")))
+        left = [asyncio.ensure_future(backend.get_job(GetJobParams(job_id="missing"))) for _ in range(5)]
         await asyncio.sleep(0)
+        assert not all(task.done() for task in left)
 
     async def second() -> int:
         try:
