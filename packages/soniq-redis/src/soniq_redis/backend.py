@@ -27,6 +27,7 @@ from soniq.params import (
     CompleteJobsParams,
     DeadLetterJobParams,
     EnqueueJobsParams,
+    ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -49,6 +50,7 @@ from soniq.params import (
     WaitForJobsParams,
 )
 from soniq.records import (
+    DeadLetterReason,
     DeadLetterRecord,
     JobRecord,
     JobStatus,
@@ -85,6 +87,13 @@ def _queue_args(queues: Sequence[str] | None) -> list[str]:
     if queues is None:
         return ["1"]
     return ["0", *dict.fromkeys(queues)]
+
+
+def _name_args(job_names: Sequence[str] | None) -> list[str | int]:
+    if job_names is None:
+        return [-1]
+    names = list(dict.fromkeys(job_names))
+    return [len(names), *names]
 
 
 def _rescue_args(rescue: Rescue) -> list[str | int]:
@@ -258,12 +267,18 @@ class RedisBackend:
 
     async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
         status_arg = "" if params.status is None else JobStatus(params.status).value
-        rows = await self._list("jobs", params.queue, status_arg, params.limit, params.offset)
+        rows = await self._list(
+            "jobs", params.queue, status_arg, params.limit, params.offset, include_results=params.include_results
+        )
         return [job_record(pairs(row)) for row in rows]
 
-    async def _list(self, kind: str, queue: str | None, status: str, limit: int, offset: int) -> list[Any]:
+    async def _list(
+        self, kind: str, queue: str | None, status: str, limit: int, offset: int, *, include_results: bool = False
+    ) -> list[Any]:
         has_queue = "0" if queue is None else "1"
-        rows = await self._run("list_jobs", kind, queue or "", has_queue, status, max(offset, 0), limit)
+        rows = await self._run(
+            "list_jobs", kind, queue or "", has_queue, status, max(offset, 0), limit, "1" if include_results else "0"
+        )
         return cast(list[Any], rows)
 
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
@@ -275,6 +290,8 @@ class RedisBackend:
         queues, limit = params.queues, params.limit
         if limit <= 0 or (queues is not None and not queues):
             return []
+        if params.job_names is not None and not params.job_names:
+            return []
         if self._wakeups is not None:
             # Read before claiming: a wake-up that lands while we claim must
             # still cut the next wait short.
@@ -285,6 +302,7 @@ class RedisBackend:
             params.worker_id,
             limit,
             "1" if params.mark_started else "0",
+            *_name_args(params.job_names),
             *_queue_args(queues),
         )
         return [job_record(pairs(row)) for row in rows]
@@ -331,6 +349,7 @@ class RedisBackend:
             worker.pid,
             json.dumps(queues),
             worker.concurrency,
+            "" if worker.job_names is None else dumps(list(worker.job_names)),
         )
 
     async def heartbeat(self, params: HeartbeatParams, /) -> bool:
@@ -360,6 +379,17 @@ class RedisBackend:
         written = await self._run("rescue", self._sweeper_token, len(params.rescues), *args)
         return {str(job_id) for job_id in written}
 
+    async def expire_unknown_jobs(self, params: ExpireUnknownJobsParams, /) -> set[str]:
+        older_than_us = max(0, round(params.older_than * 1_000_000))
+        moved = await self._run(
+            "expire_unknown",
+            older_than_us,
+            params.error,
+            DeadLetterReason.UNKNOWN_JOB.value,
+            *dict.fromkeys(params.known_names),
+        )
+        return {str(job_id) for job_id in moved}
+
     # -- observation -----------------------------------------------------------------
 
     async def queue_stats(self, params: QueueStatsParams, /) -> QueueStats:
@@ -380,17 +410,21 @@ class RedisBackend:
         if timeout <= 0:
             return
         await self._ready()
-        assert self._wakeups is not None
-        await self._wakeups.start(ready_timeout=min(timeout, 2.0))
+        # Held locally: `close()` may run while this waits (a run-once worker closes
+        # the backend as it exits) and clears the attribute under our feet.
+        wakeups = self._wakeups
+        if wakeups is None:
+            return
+        await wakeups.start(ready_timeout=min(timeout, 2.0))
         # A row scheduled for later publishes nothing when it becomes due, so
         # wake up in time for the earliest one.
         with contextlib.suppress(SoniqError):
             due_in_us = await self._run("next_due", *_queue_args(queues))
             if due_in_us is not None and 0 < int(due_in_us) < timeout * 1_000_000:
                 timeout = int(due_in_us) / 1_000_000
-        await self._wakeups.wait(queues=queues, timeout=timeout, since=self._claim_generation)
+        await wakeups.wait(queues=queues, timeout=timeout, since=self._claim_generation)
         # What woke this wait must not cut the next one short too.
-        self._claim_generation = self._wakeups.generation
+        self._claim_generation = wakeups.generation
 
     # -- dead letters ----------------------------------------------------------------
 

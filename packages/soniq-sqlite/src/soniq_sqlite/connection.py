@@ -224,8 +224,8 @@ class Database:
         try:
             try:
                 await conn.execute("PRAGMA optimize")
-            except sqlite3.Error:
-                pass
+            except (sqlite3.Error, ValueError):
+                pass  # already closed under us; nothing to tidy
             await conn.close()
         finally:
             if lock is not None:
