@@ -151,7 +151,7 @@ class RedisBackend:
                 return
             client = self._target.client()
             try:
-                with translated_errors(self._target):
+                with translated_errors(self._target, connecting=True):
                     await client.ping()
                     scripts = Scripts(client, self.keys.prefix)
                     await scripts.load_all()
