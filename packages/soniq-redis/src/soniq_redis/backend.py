@@ -122,6 +122,7 @@ class RedisBackend:
         self._scripts: Scripts | None = None
         self._wakeups: WakeupListener | None = None
         self._connect_lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._claim_generation = 0
         # Names this instance as the holder of the sweep lock between its find and its rescue.
         self._sweeper_token = uuid.uuid4().hex
@@ -145,13 +146,27 @@ class RedisBackend:
 
     # -- lifecycle -----------------------------------------------------------
 
+    def _leave_other_loop(self) -> None:
+        """Forget a client built on another event loop, so the next call reconnects here.
+
+        A script that calls ``asyncio.run`` more than once (or a framework that makes a
+        loop per request) uses one backend from several loops in turn; redis-py's
+        connections and our lock belong to the loop they were made on. That loop has
+        usually ended, so nothing is awaited on it: its sockets are left to the collector."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None or self._loop is loop:
+            return
+        self._client, self._scripts, self._wakeups, self._loop = None, None, None, None
+        self._connect_lock = asyncio.Lock()
+
     async def connect(self) -> None:
+        self._leave_other_loop()
         async with self._connect_lock:
             if self._client is not None:
                 return
             client = self._target.client()
             try:
-                with translated_errors(self._target):
+                with translated_errors(self._target, connecting=True):
                     await client.ping()
                     scripts = Scripts(client, self.keys.prefix)
                     await scripts.load_all()
@@ -161,10 +176,13 @@ class RedisBackend:
                 raise
             self._client, self._scripts = client, scripts
             self._wakeups = WakeupListener(client, self.keys.wakeup_channel)
+            self._claim_generation = 0
+            self._loop = asyncio.get_running_loop()
 
     async def close(self) -> None:
+        self._leave_other_loop()
         wakeups, client = self._wakeups, self._client
-        self._wakeups, self._client, self._scripts = None, None, None
+        self._wakeups, self._client, self._scripts, self._loop = None, None, None, None
         if wakeups is not None:
             await wakeups.close()
         if client is not None:
@@ -220,6 +238,7 @@ class RedisBackend:
         yield batch
 
     async def _ready(self) -> tuple[Redis, Scripts]:
+        self._leave_other_loop()
         if self._client is None:
             await self.connect()
         client, scripts = self._client, self._scripts
@@ -292,6 +311,7 @@ class RedisBackend:
             return []
         if params.job_names is not None and not params.job_names:
             return []
+        self._leave_other_loop()
         if self._wakeups is not None:
             # Read before claiming: a wake-up that lands while we claim must
             # still cut the next wait short.
