@@ -111,6 +111,7 @@ def test_dead_letter_commands(jobs_module: Path) -> None:
 
 
 def test_recover_reports_the_sweep(tmp_path: Path) -> None:
+    assert soniq("setup", cwd=tmp_path).returncode == 0
     result = soniq("recover", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "requeued 0 rows" in result.stdout
