@@ -16,9 +16,11 @@ form it is looked up by the URL's scheme in `CORRUPT_ROW_WRITERS` (see
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
@@ -90,9 +92,59 @@ def _redis_writer(factory: UrlBackendFactory) -> CorruptRowWriter:
     return write
 
 
+def _sqlite_writer(factory: UrlBackendFactory) -> CorruptRowWriter:
+    async def write(backend: Backend, job_id: str, raw_args: str) -> None:
+        import asyncio
+        import sqlite3
+
+        path = getattr(getattr(backend, "location", None), "path", None)
+        if path is None:
+            raise AssertionError("an in-memory SQLite database cannot be reached from a second connection")
+
+        def update() -> int:
+            with contextlib.closing(sqlite3.connect(path, timeout=10, isolation_level=None)) as connection:
+                cursor = connection.execute("UPDATE soniq_jobs SET args = ? WHERE id = ?", (raw_args, job_id))
+                return cursor.rowcount
+
+        if await asyncio.to_thread(update) != 1:
+            raise AssertionError(f"no soniq_jobs row {job_id} in {path}")
+
+    return write
+
+
+def _postgres_writer(factory: UrlBackendFactory) -> CorruptRowWriter:
+    parts = urlsplit(factory.url)
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, "", ""))
+
+    async def write(backend: Backend, job_id: str, raw_args: str) -> None:
+        import asyncpg
+
+        schema: str = getattr(backend, "options").schema  # noqa: B009
+        table = '"' + schema.replace('"', '""') + '".soniq_jobs'
+        connection = await asyncpg.connect(dsn)
+        try:
+            try:
+                status = await connection.execute(f"UPDATE {table} SET args = $1::json WHERE id = $2", raw_args, job_id)
+            except asyncpg.PostgresError:
+                # A json column refuses text that is not JSON (or nests past the server's stack):
+                # store it as a JSON string instead, which is still not an object.
+                status = await connection.execute(
+                    f"UPDATE {table} SET args = $1::json WHERE id = $2", json.dumps(raw_args), job_id
+                )
+        finally:
+            await connection.close()
+        if status != "UPDATE 1":
+            raise AssertionError(f"no soniq_jobs row {job_id} in schema {schema!r}")
+
+    return write
+
+
 register_corrupt_row_writer("memory", _memory_writer)
 register_corrupt_row_writer("redis", _redis_writer)
 register_corrupt_row_writer("rediss", _redis_writer)
+register_corrupt_row_writer("sqlite", _sqlite_writer)
+register_corrupt_row_writer("postgresql", _postgres_writer)
+register_corrupt_row_writer("postgres", _postgres_writer)
 
 
 def _scheme(url: str) -> str:
