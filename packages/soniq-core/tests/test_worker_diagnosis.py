@@ -125,9 +125,10 @@ async def test_start_says_how_long_a_shutdown_may_take_and_warns_without_job_tim
     caplog.set_level(logging.INFO, logger="soniq.worker")
     await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
     info = messages(caplog, "soniq.worker", logging.INFO)
-    budget = [m for m in info if "a shutdown takes up to" in m]
+    budget = [m for m in info if "a shutdown takes shutdown_timeout (8s)" in m]
     assert len(budget) == 1
-    assert "up to 11s" in budget[0]  # 8 s shutdown_timeout + 1 s unwind + 2 s nacks
+    assert "11s at worst" in budget[0]  # 8 s shutdown_timeout + 1 s unwind + 2 s nacks
+    assert "stop timeout above 11s" in budget[0]  # async jobs only: no sync grace to add
     assert "terminationGracePeriodSeconds" in budget[0]
     assert "docs/deployment.md" in budget[0]
     warnings = messages(caplog, "soniq.worker", logging.WARNING)
