@@ -102,6 +102,15 @@ CREATE TABLE {schema}.soniq_workers (
 );
 """,
     ),
+    Migration(
+        2,
+        "worker_job_names",
+        """
+-- The job names each worker registered, as JSON text (NULL for a worker that
+-- did not report them, and for every row written before this step).
+ALTER TABLE {schema}.soniq_workers ADD COLUMN IF NOT EXISTS job_names text;
+""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -6,13 +6,14 @@ JSON values (args, result, queues, trace context) are TEXT.
 
 Version history:
   1 - soniq_jobs, soniq_dead_letter_jobs, soniq_workers (soniq-sqlite 0.2.0).
+  2 - soniq_workers.job_names: the names a worker registered, JSON text (NULL before).
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -99,7 +100,9 @@ _VERSION_1 = (
     """,
 )
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1}
+_VERSION_2 = ("ALTER TABLE soniq_workers ADD COLUMN job_names TEXT",)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2}
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
 TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers")
@@ -112,4 +115,6 @@ DEAD_LETTER_COLUMNS = (
     "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "
     "resurrection_count, last_resurrection_at, max_attempts, priority"
 )
-WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at"
+# Listings without results select NULL in the result's place and never read the column.
+JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("worker_id, result,", "worker_id, NULL,")
+WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, job_names"
