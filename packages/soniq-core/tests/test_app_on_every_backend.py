@@ -203,29 +203,30 @@ def test_negative_page_bounds_are_one_clear_error_on_every_backend(apps: Apps) -
 
 def test_use_database_url_keeps_the_namespace_and_the_worker_serves_only_its_tenant(apps: Apps) -> None:
     async def main() -> None:
+        producer = apps.app()
         tenant = apps.app()
         other = Soniq(apps.url, backend_options={"namespace": apps.namespace + "_other"}, observers="")
         ran: list[str] = []
 
-        @tenant.job(name="work")
         async def work(who: str) -> None:
             ran.append(who)
 
-        other.job(name="work")(work)
+        for app in (producer, tenant, other):
+            app.job(name="work")(work)
         try:
-            await tenant.setup()
+            await producer.setup()
             await other.setup()
-            await tenant.enqueue("work", who="tenant")
+            await producer.enqueue("work", who="tenant")
             await other.enqueue("work", who="other")
-            # What `soniq worker --database-url` does: same URL, spelled again, no options passed.
+            # What `soniq worker --database-url` does: the URL spelled again, no options passed.
             tenant.use_database_url(apps.url)
             assert tenant.backend_options == {"namespace": apps.namespace}
-            summary = await tenant.run_worker(run_once=True, install_signal_handlers=False)
-            assert summary is not None
+            await tenant.run_worker(run_once=True, install_signal_handlers=False)
             assert ran == ["tenant"]
-            assert (await other.get_queue_stats())["queued"] == 1
-            assert (await other.get_queue_stats())["dead_letter"] == 0
+            stats = await other.get_queue_stats()
+            assert (stats["queued"], stats["dead_letter"]) == (1, 0)
         finally:
+            await producer.close()
             await tenant.close()
             await drop(other)
             await other.close()
