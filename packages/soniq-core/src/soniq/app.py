@@ -489,7 +489,8 @@ class Soniq:
         rows = await backend.list_jobs(
             ListJobsParams(queue=queue, status=wanted, limit=limit, offset=offset, include_results=include_results)
         )
-        return [job_dict(row) for row in rows]
+        # Also here, so a store that still reads the column cannot make a listing heavy.
+        return [job_dict(row, with_result=include_results) for row in rows]
 
     async def cancel_job(self, job_id: str) -> bool:
         """Cancel a queued job; False when it is no longer queued."""
@@ -553,7 +554,7 @@ class Soniq:
         return list(cls._instances)
 
 
-def job_dict(row: JobRecord) -> dict[str, Any]:
+def job_dict(row: JobRecord, *, with_result: bool = True) -> dict[str, Any]:
     """A job row as the producer API returns it.
 
     `error_from_earlier_attempt` is True for a ``done`` row that still carries the `last_error`
@@ -561,5 +562,7 @@ def job_dict(row: JobRecord) -> dict[str, Any]:
     is in its state.
     """
     data = row.to_dict()
+    if not with_result:
+        data["result"] = None
     data["error_from_earlier_attempt"] = row.status is JobStatus.DONE and row.last_error is not None
     return data

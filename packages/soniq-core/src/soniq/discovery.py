@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from soniq.errors import BackendLoadError, BackendNotFoundError, InvalidURLError
+from soniq.redaction import redact_text, redact_url
 
 BACKENDS_GROUP = "soniq.backends"
 OBSERVERS_GROUP = "soniq.observers"
@@ -46,12 +47,13 @@ def url_scheme(url: str) -> str:
     """The backend scheme of a URL: ``postgresql+asyncpg://`` gives ``postgresql``."""
     if not isinstance(url, str) or not url.strip():
         raise InvalidURLError(f"invalid database URL {url!r}: expected e.g. sqlite:///soniq.db")
+    shown = redact_url(url)
     try:
         scheme = urlsplit(url).scheme
     except ValueError as exc:
-        raise InvalidURLError(f"invalid database URL {url!r}: {exc}") from None
+        raise InvalidURLError(f"invalid database URL {shown!r}: {redact_text(str(exc))}") from None
     if not scheme:
-        raise InvalidURLError(f"invalid database URL {url!r}: it has no scheme (expected e.g. sqlite:///soniq.db)")
+        raise InvalidURLError(f"invalid database URL {shown!r}: it has no scheme (expected e.g. sqlite:///soniq.db)")
     return scheme.split("+", 1)[0].lower()
 
 
