@@ -78,6 +78,9 @@ def worker_record(row: Mapping[str, Any]) -> WorkerRecord:
         status=WorkerStatus(row["status"]),
         last_heartbeat=utc(row["last_heartbeat"]),
         started_at=utc(row["started_at"]),
+        state=row.get("state"),
+        state_changed_at=None if row.get("state_changed_at") is None else utc(row["state_changed_at"]),
+        last_shutdown=_loads(row.get("last_shutdown")),
     )
 
 

@@ -109,6 +109,9 @@ def worker_from_row(row: Row) -> WorkerRecord:
         status=WorkerStatus(row[5]),
         last_heartbeat=from_us(row[6]),
         started_at=from_us(row[7]),
+        state=row[8] if len(row) > 8 else None,
+        state_changed_at=from_us_or_none(row[9]) if len(row) > 9 else None,
+        last_shutdown=load_json(row[10]) if len(row) > 10 else None,
     )
 
 

@@ -6,13 +6,14 @@ JSON values (args, result, queues, trace context) are TEXT.
 
 Version history:
   1 - soniq_jobs, soniq_dead_letter_jobs, soniq_workers (soniq-sqlite 0.2.0).
+  2 - the dashboard reads' indexes; soniq_workers.state, state_changed_at, last_shutdown.
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -99,7 +100,21 @@ _VERSION_1 = (
     """,
 )
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1}
+_VERSION_2 = (
+    "ALTER TABLE soniq_workers ADD COLUMN state TEXT",
+    "ALTER TABLE soniq_workers ADD COLUMN state_changed_at INTEGER",
+    "ALTER TABLE soniq_workers ADD COLUMN last_shutdown TEXT",
+    # job_counts: one covering index scan gives every count, `scheduled` and the oldest queued row.
+    "CREATE INDEX IF NOT EXISTS soniq_jobs_counts ON soniq_jobs (queue, status, scheduled_at, created_at)",
+    # job_page's keyset order, and the same order within one job name.
+    "CREATE INDEX IF NOT EXISTS soniq_jobs_page ON soniq_jobs (created_at, id)",
+    "CREATE INDEX IF NOT EXISTS soniq_jobs_page_by_name ON soniq_jobs (job_name, created_at, id)",
+    # job_activity reads only recent done rows.
+    "CREATE INDEX IF NOT EXISTS soniq_jobs_done_at ON soniq_jobs (updated_at, queue) WHERE status = 'done'",
+    "CREATE INDEX IF NOT EXISTS soniq_dead_letter_jobs_by_queue ON soniq_dead_letter_jobs (queue, moved_to_dead_letter_at)",
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2}
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
 TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers")
@@ -112,4 +127,6 @@ DEAD_LETTER_COLUMNS = (
     "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "
     "resurrection_count, last_resurrection_at, max_attempts, priority"
 )
-WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at"
+WORKER_COLUMNS = (
+    "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, state, state_changed_at, last_shutdown"
+)
