@@ -67,7 +67,9 @@ def activity_buckets(
     width = max(1, int(params.bucket_seconds))
     return [
         ActivityBucket(
-            start=params.since + timedelta(seconds=width * i), done=int(done.get(i, 0)), dead_lettered=int(dead.get(i, 0))
+            start=params.since + timedelta(seconds=width * i),
+            done=int(done.get(i, 0)),
+            dead_lettered=int(dead.get(i, 0)),
         )
         for i in range(bucket_count(params.since, now, width))
     ]

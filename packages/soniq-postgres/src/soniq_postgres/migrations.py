@@ -120,6 +120,7 @@ CREATE INDEX IF NOT EXISTS soniq_jobs_name_created_idx
 CREATE INDEX IF NOT EXISTS soniq_dead_letter_queue_idx
     ON {schema}.soniq_dead_letter_jobs (queue, moved_to_dead_letter_at DESC, id DESC);
 """,
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

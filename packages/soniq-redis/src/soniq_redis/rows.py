@@ -102,4 +102,7 @@ def worker_record(fields: Mapping[str, str]) -> WorkerRecord:
         status=WorkerStatus(fields["status"]),
         last_heartbeat=from_micros(fields["last_heartbeat"]),
         started_at=from_micros(fields["started_at"]),
+        state=fields.get("state"),
+        state_changed_at=_optional_time(fields, "state_changed_at"),
+        last_shutdown=json.loads(fields["last_shutdown"]) if "last_shutdown" in fields else None,
     )

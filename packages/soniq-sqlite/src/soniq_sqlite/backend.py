@@ -15,17 +15,17 @@ from soniq.errors import SoniqError
 from soniq.params import (
     CancelJobParams,
     ClaimJobsParams,
-    DeadLetterPageParams,
-    JobActivityParams,
-    JobCountsParams,
-    JobPageParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
     HeartbeatParams,
+    JobActivityParams,
+    JobCountsParams,
+    JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
     MarkStartedParams,
@@ -472,7 +472,6 @@ class SQLiteBackend:
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         await self.connect()
         return await self._db.execute("DELETE FROM soniq_dead_letter_jobs WHERE id = ?", (params.job_id,)) == 1
-
 
     # -- dashboard reads (soniq_sqlite.reads) --------------------------------
 

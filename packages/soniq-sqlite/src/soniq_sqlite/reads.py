@@ -157,7 +157,5 @@ def _distinct(table: str) -> str:
 
 
 async def queue_names(db: Database) -> list[str]:
-    rows = await db.fetchall(
-        f"{_distinct('soniq_jobs')} UNION {_distinct('soniq_dead_letter_jobs')} ORDER BY 1"
-    )
+    rows = await db.fetchall(f"{_distinct('soniq_jobs')} UNION {_distinct('soniq_dead_letter_jobs')} ORDER BY 1")
     return [str(row[0]) for row in rows]
