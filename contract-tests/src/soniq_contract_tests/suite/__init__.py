@@ -30,6 +30,7 @@ from soniq_contract_tests.suite.dead_letter import DeadLetterContract
 from soniq_contract_tests.suite.enqueue import EnqueueContract
 from soniq_contract_tests.suite.fencing import FencingContract
 from soniq_contract_tests.suite.nack import NackContract
+from soniq_contract_tests.suite.reads import ReadsContract
 from soniq_contract_tests.suite.recovery import StaleRecoveryContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
 from soniq_contract_tests.suite.settle import SettleContract
@@ -58,6 +59,7 @@ class BackendContractSuite(
     PrepareWorkerContract,
     WaitForJobsContract,
     WorkerProcessContract,
+    ReadsContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 
