@@ -42,11 +42,13 @@ async def test_a_forced_shutdown_is_written_with_its_nacked_rows(fast_settings: 
     worker.stop("SIGTERM")
     await asyncio.wait_for(task, 10)
     row = await _worker_row(app, worker.worker_id)
-    assert row.state == "STOPPED" and row.status.value == "stopped"
+    assert row.state == "STOPPED"
+    assert row.status.value == "stopped"
     shutdown = row.last_shutdown
     assert [step["state"] for step in shutdown["states"]] == ["RUNNING", "DRAINING", "FORCE_TIMEOUT_PATH", "STOPPED"]
     assert shutdown["nacked"] == [{"job_id": job_id, "reason": "shutdown_timeout"}]
-    assert shutdown["drained"] is False and shutdown["unsettled"] == []
+    assert shutdown["drained"] is False
+    assert shutdown["unsettled"] == []
     assert shutdown["trigger"] == "SIGTERM"
     await app.close()
 
@@ -61,5 +63,6 @@ async def test_an_idle_shutdown_is_written_as_drained(fast_settings: dict[str, A
     await asyncio.wait_for(task, 5)
     row = await _worker_row(app, worker.worker_id)
     assert row.state == "STOPPED"
-    assert row.last_shutdown["drained"] is True and row.last_shutdown["nacked"] == []
+    assert row.last_shutdown["drained"] is True
+    assert row.last_shutdown["nacked"] == []
     await app.close()

@@ -3,6 +3,7 @@ and the worker state that `set_worker_status` stores."""
 
 from __future__ import annotations
 
+import itertools
 from datetime import timedelta
 
 from soniq.backend import Backend
@@ -63,7 +64,8 @@ class ReadsContract:
                 1,
                 0,
             )
-            assert second.oldest_queued_at is None and second.scheduled == 0
+            assert second.oldest_queued_at is None
+            assert second.scheduled == 0
             for c in counts:
                 assert c.total == c.queued + c.processing + c.done + c.dead_letter + c.cancelled
                 stats = await backend.queue_stats(QueueStatsParams(queue=c.queue))
@@ -120,7 +122,8 @@ class ReadsContract:
             assert await ids(search=report.id) == {report.id}
             assert await ids(search="report.") == {report.id}
             only_other = await backend.job_page(JobPageParams(queues=[other]))
-            assert [r.id for r in only_other.rows] == [report.id] and only_other.next_cursor is None
+            assert [r.id for r in only_other.rows] == [report.id]
+            assert only_other.next_cursor is None
             plain = await backend.job_page(JobPageParams(queues=[queue], statuses=[JobStatus.DONE]))
             assert plain.rows[0].result is None
             full = await backend.job_page(
@@ -142,7 +145,8 @@ class ReadsContract:
                 if page.next_cursor is None:
                     break
                 cursor = page.next_cursor
-            assert sorted(seen) == sorted(ids) and len(seen) == len(set(seen))
+            assert sorted(seen) == sorted(ids)
+            assert len(seen) == len(set(seen))
             both = [queue, other]
             by_reason = await backend.dead_letter_page(DeadLetterPageParams(queues=both, reasons=["zombie"]))
             assert [r.id for r in by_reason.rows] == [zombie]
@@ -163,7 +167,7 @@ class ReadsContract:
             buckets = await backend.job_activity(JobActivityParams(since=since, bucket_seconds=60, queue=queue))
             assert len(buckets) >= 10
             assert buckets[0].start == since
-            for earlier, later in zip(buckets, buckets[1:], strict=False):
+            for earlier, later in itertools.pairwise(buckets):
                 assert later.start - earlier.start == timedelta(seconds=60)
             assert sum(b.done for b in buckets) == 3
             assert sum(b.dead_lettered for b in buckets) == 1
@@ -189,7 +193,9 @@ class ReadsContract:
             status = WorkerStatus.STOPPING
             assert await backend.set_worker_status(SetWorkerStatusParams(worker_id, status, state="DRAINING"))
             (row,) = await backend.list_workers()
-            assert row.state == "DRAINING" and row.state_changed_at is not None and row.status is status
+            assert row.state == "DRAINING"
+            assert row.state_changed_at is not None
+            assert row.status is status
             assert await backend.set_worker_status(SetWorkerStatusParams(worker_id, status))
             (kept,) = await backend.list_workers()
             assert kept.state == "DRAINING", "a write without state leaves the stored state"

@@ -111,7 +111,8 @@ _VERSION_2 = (
     "CREATE INDEX IF NOT EXISTS soniq_jobs_page_by_name ON soniq_jobs (job_name, created_at, id)",
     # job_activity reads only recent done rows.
     "CREATE INDEX IF NOT EXISTS soniq_jobs_done_at ON soniq_jobs (updated_at, queue) WHERE status = 'done'",
-    "CREATE INDEX IF NOT EXISTS soniq_dead_letter_jobs_by_queue ON soniq_dead_letter_jobs (queue, moved_to_dead_letter_at)",
+    "CREATE INDEX IF NOT EXISTS soniq_dead_letter_jobs_by_queue "
+    "ON soniq_dead_letter_jobs (queue, moved_to_dead_letter_at)",
 )
 
 MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2}
