@@ -179,6 +179,12 @@ class DashboardReads:
     async def jobs_page(self, flt: JobFilter, cursor: str | None = None, limit: int = PAGE_SIZE) -> Page:
         """Newest first, `limit` rows after `cursor` (keyset on ``(created_at, id)``); a name filter is a prefix."""
         search = (flt.search or "").strip() or None
+        if search and cursor is None:
+            # An id is one primary-key probe; `search` in the page read would be a scan filtered by
+            # "id or name prefix", which finds an old id only after walking every newer row.
+            found = await self.app.get_job(search)
+            if found is not None:
+                return Page(rows=[found], next_cursor=None)
         page = await (await self._backend()).job_page(
             JobPageParams(
                 statuses=[JobStatus(flt.status)] if flt.status else None,
