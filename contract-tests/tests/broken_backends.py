@@ -12,18 +12,25 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
+from typing import TypeVar
 
 from soniq.backend import Backend, BackendCapabilities
 from soniq.params import (
     ClaimJobsParams,
     EnqueueJobsParams,
     FindStaleJobsParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    ListDeadLetterParams,
+    ListJobsParams,
     NackJobParams,
     RescueAction,
     RescueJobsParams,
 )
-from soniq.records import JobRecord, JobStatus, NewJob, StaleScan
+from soniq.records import DeadLetterRecord, JobRecord, JobStatus, NewJob, StaleScan
 from soniq_memory import MemoryBackend
+
+_Row = TypeVar("_Row", JobRecord, DeadLetterRecord)
 
 
 class NackDoesNothing(MemoryBackend):
@@ -110,6 +117,41 @@ class ClaimHandsRowsOutTwice(MemoryBackend):
             self._store.put_job(updated)
             claimed.append(updated)
         return claimed
+
+
+class ClaimIgnoresJobNames(MemoryBackend):
+    """Claims every due row, as protocol 1 did, whatever names the worker asked for."""
+
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        return await super().claim_jobs(replace(params, job_names=None))
+
+
+class RaisesOnCorruptRow(MemoryBackend):
+    """Decodes a whole reply at once: one undecodable row fails the claim or listing for every row."""
+
+    @staticmethod
+    def _strict(rows: list[_Row]) -> list[_Row]:
+        for row in rows:
+            if row.decode_error is not None:
+                raise ValueError(f"cannot decode args of job {row.id}: {row.decode_error}")
+        return rows
+
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        return self._strict(await super().claim_jobs(params))
+
+    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
+        return self._strict(await super().list_jobs(params))
+
+    async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
+        row = await super().get_job(params)
+        return None if row is None else self._strict([row])[0]
+
+    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
+        return self._strict(await super().list_dead_letter(params))
+
+    async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
+        row = await super().get_dead_letter(params)
+        return None if row is None else self._strict([row])[0]
 
 
 class MemoryTransaction:

@@ -22,6 +22,10 @@ def build(namespace):
     return {backend}(namespace=namespace)
 
 
+async def put_raw_args(backend, job_id, raw_args):
+    backend.put_raw_args(job_id, raw_args)
+
+
 def plain_factory(url):
     # Not a UrlBackendFactory: the suite cannot tell from it which URL a worker process should open.
     from soniq.discovery import backend_class_for
@@ -40,6 +44,10 @@ class TestUnderTest(BackendContractSuite):
     def soniq_unservable_worker(self):
         # The memory store serves no worker without a slot.
         return PrepareWorkerParams(concurrency=0, prefetch=0)
+
+    @pytest.fixture
+    def soniq_corrupt_row(self):
+        return {corrupt_row}
 {extra}
 """
 
@@ -84,11 +92,18 @@ def run_class_form(
     fast: bool = True,
     factory: str = "build",
     extra: str = "",
+    corrupt_row: str = "put_raw_args",
 ) -> dict[str, dict[str, str]]:
     """Run the suite's class form against `backend`: by outcome, each test's name and its message."""
     pytester.syspathinsert(HERE)
     # A neutral module name: `-k nack` must not match every test through the file name.
-    source = CLASS_FORM.format(backend=backend, knobs=FAST_KNOBS if fast else "    pass", factory=factory, extra=extra)
+    source = CLASS_FORM.format(
+        backend=backend,
+        knobs=FAST_KNOBS if fast else "    pass",
+        factory=factory,
+        extra=extra,
+        corrupt_row=corrupt_row,
+    )
     pytester.makepyfile(test_backend_under_test=source)
     if "no:asyncio" not in args:
         pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")

@@ -26,6 +26,11 @@ def test_suite_passes_against_memory_skipping_only_what_does_not_apply(pytester:
         "test_queue_stats_counts_each_status_and_the_total_adds_up",
         "test_prepare_worker_accepts_a_sane_concurrency_and_prefetch",
         "test_prepare_worker_refuses_what_it_cannot_serve_with_a_soniq_error",
+        "test_claim_by_job_names_takes_only_those_names_in_priority_order",
+        "test_expire_unknown_jobs_moves_queued_rows_of_unknown_names",
+        "test_list_jobs_leaves_results_out_unless_asked",
+        "test_a_claim_returns_a_corrupt_row_with_decode_error_beside_the_good_ones",
+        "test_dead_letter_listing_and_get_show_a_corrupt_row",
     ):
         assert must_run in outcomes["passed"]
 
@@ -87,6 +92,39 @@ def test_suite_catches_a_claim_that_hands_a_row_to_two_claimers(pytester: pytest
     outcomes = run_class_form(pytester, "ClaimHandsRowsOutTwice", "-k", "claim")
     assert "test_claim_is_exclusive_under_concurrent_claimers" in outcomes["failed"]
     assert "test_claim_honours_the_limit" in outcomes["passed"]
+
+
+def test_suite_catches_a_claim_that_ignores_job_names(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "ClaimIgnoresJobNames", "-k", "job_names")
+    assert {
+        "test_claim_by_job_names_takes_only_those_names_in_priority_order",
+        "test_claim_by_job_names_with_a_queues_filter_honours_both",
+        "test_claim_by_job_names_spends_no_attempt_of_other_names",
+        "test_claim_with_no_job_names_claims_nothing",
+    } <= set(outcomes["failed"])
+    assert {"test_claim_without_job_names_takes_every_name", "test_worker_job_names_round_trip"} <= set(
+        outcomes["passed"]
+    )
+
+
+def test_suite_catches_a_backend_that_raises_on_a_corrupt_row(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "RaisesOnCorruptRow", "-k", "corrupt")
+    corrupt_tests = {
+        "test_a_claim_returns_a_corrupt_row_with_decode_error_beside_the_good_ones",
+        "test_listings_and_get_job_show_a_corrupt_row",
+        "test_dead_letter_listing_and_get_show_a_corrupt_row",
+    }
+    assert set(outcomes["failed"]) == corrupt_tests
+    assert "cannot decode args" in outcomes["failed"][min(corrupt_tests)]
+
+
+def test_corrupt_row_contract_skips_naming_the_fixture_when_none_is_given(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "MemoryBackend", "-k", "corrupt", corrupt_row="None")
+    assert outcomes["failed"] == {}
+    assert outcomes["passed"] == {}
+    assert len(outcomes["skipped"]) == 3
+    for reason in outcomes["skipped"].values():
+        assert "override the fixture soniq_corrupt_row" in reason
 
 
 def test_transactional_enqueue_contract_passes_a_backend_that_joins_the_callers_transaction(

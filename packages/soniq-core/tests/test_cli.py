@@ -111,6 +111,7 @@ def test_dead_letter_commands(jobs_module: Path) -> None:
 
 
 def test_recover_reports_the_sweep(tmp_path: Path) -> None:
+    assert soniq("setup", cwd=tmp_path).returncode == 0
     result = soniq("recover", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "requeued 0 rows" in result.stdout
@@ -121,3 +122,11 @@ def test_printed_urls_never_show_the_password() -> None:
 
     assert redact_url("postgresql://app:s3cret@db:5432/app") == "postgresql://app:***@db:5432/app"
     assert redact_url("sqlite:///soniq.db") == "sqlite:///soniq.db"
+
+
+def test_a_bad_metrics_port_is_one_line_naming_the_setting(jobs_module: Path) -> None:
+    assert_one_line_error(
+        soniq("worker", "--jobs-modules", "myjobs", "--metrics-port", "99999", cwd=jobs_module),
+        "metrics_port",
+        "SONIQ_METRICS_PORT",
+    )

@@ -19,8 +19,9 @@ def test_bad_urls_fail_with_an_invalid_url_error(url: str) -> None:
 
 
 def test_unknown_scheme_names_scheme_installed_schemes_and_distribution() -> None:
+    app = Soniq("mysql://localhost/db")  # resolved at first use, so --database-url can still override
     with pytest.raises(BackendNotFoundError) as info:
-        Soniq("mysql://localhost/db")
+        _ = app.backend
     message = str(info.value)
     assert "'mysql'" in message
     for scheme in ("memory", "sqlite", "postgresql"):
@@ -32,8 +33,9 @@ def test_known_but_missing_scheme_names_the_distribution_to_install(monkeypatch:
     import soniq.discovery as discovery
 
     monkeypatch.setattr(discovery, "_entry_points", lambda group: [])
+    app = Soniq("postgresql://localhost/db")
     with pytest.raises(BackendNotFoundError) as info:
-        Soniq("postgresql://localhost/db")
+        _ = app.backend
     message = str(info.value)
     assert "installed schemes: none" in message
     assert "pip install soniq-postgres" in message

@@ -92,7 +92,7 @@ async def test_a_handler_raising_a_base_exception_fails_the_job_and_the_worker_l
     assert done["status"] == "done"
 
 
-async def test_an_unknown_job_name_goes_to_the_dead_letter_table_and_the_worker_lives(app: Soniq) -> None:
+async def test_an_unknown_job_name_is_left_queued_untouched_and_the_worker_lives(app: Soniq) -> None:
     producer = Soniq("memory://", backend=app.backend)
 
     @producer.job(name="only.on.producer")
@@ -102,13 +102,13 @@ async def test_an_unknown_job_name_goes_to_the_dead_letter_table_and_the_worker_
     async def fine() -> str:
         return "ok"
 
-    lost = await producer.enqueue(elsewhere)
+    other = await producer.enqueue(elsewhere)
     good = await app.enqueue(fine)
     await run_once(app)
-    row = await app.dead_letter.get(lost)
+    assert await app.dead_letter.get(other) is None
+    row = await app.get_job(other)
     assert row is not None
-    assert row["dead_letter_reason"] == "unknown_job"
-    assert "only.on.producer" in row["last_error"]
+    assert (row["status"], row["attempts"], row["last_error"]) == ("queued", 0, None)
     assert (await app.get_job(good) or {}).get("status") == "done"
 
 

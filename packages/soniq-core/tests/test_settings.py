@@ -8,7 +8,7 @@ from soniq.settings import Settings
 
 def test_defaults_match_the_spec() -> None:
     s = Settings.load(environ={})
-    assert (s.concurrency, s.shutdown_timeout, s.sync_handler_pool_size) == (4, 30.0, 8)
+    assert (s.concurrency, s.shutdown_timeout, s.sync_handler_pool_size) == (4, 8.0, 8)
     assert (s.heartbeat_interval, s.heartbeat_timeout, s.poll_interval) == (5.0, 60.0, 1.0)
     assert (s.prefetch, s.prefetch_release_timeout, s.stale_job_policy) == (0, 5.0, StaleJobPolicy.REQUEUE)
     assert s.queues is None
@@ -17,7 +17,7 @@ def test_defaults_match_the_spec() -> None:
 
 
 def test_sync_grace_defaults_to_job_timeout_then_shutdown_timeout() -> None:
-    assert Settings.load(environ={}).effective_sync_grace == 30.0
+    assert Settings.load(environ={}).effective_sync_grace == 8.0
     assert Settings.load({"job_timeout": 12}, environ={}).effective_sync_grace == 12.0
     assert Settings.load({"job_timeout": 12, "sync_handler_grace_seconds": 3}, environ={}).effective_sync_grace == 3.0
 
@@ -39,7 +39,7 @@ def test_environment_variables_are_read_and_keywords_win() -> None:
         ("shutdown_timeout", "nan", "finite"),
         ("job_timeout", 0, "greater than 0"),
         ("heartbeat_interval", "soon", "expected a number"),
-        ("poll_interval", 0, "greater than 0"),
+        ("poll_interval", 0, "at least 0.01"),
         ("prefetch", -1, "at least 0"),
         ("prefetch_release_timeout", 0, "greater than 0"),
         ("sync_handler_pool_size", 0, "at least 1"),
@@ -48,7 +48,7 @@ def test_environment_variables_are_read_and_keywords_win() -> None:
         ("database_url", "not a url", "expected a URL"),
         ("queues", 42, "comma-separated"),
         ("max_args_bytes", 0, "at least 1"),
-        ("heartbeat_timeout", 1, "greater than heartbeat_interval"),
+        ("heartbeat_timeout", 1, "at least 3 x heartbeat_interval"),
     ],
 )
 def test_every_bad_value_names_the_setting_and_its_variable(name: str, value: object, fragment: str) -> None:
@@ -68,3 +68,13 @@ def test_bad_environment_value_names_the_variable() -> None:
 def test_unknown_keyword_is_refused_with_the_known_names() -> None:
     with pytest.raises(TypeError, match=r"concurency.*known settings: .*concurrency"):
         Settings.load({"concurency": 3}, environ={})
+
+
+def test_metrics_port_defaults_to_none_and_is_a_tcp_port() -> None:
+    assert Settings.load(environ={}).metrics_port is None
+    assert Settings.load(environ={"SONIQ_METRICS_PORT": "9464"}).metrics_port == 9464
+    assert Settings.load(environ={"SONIQ_METRICS_PORT": ""}).metrics_port is None
+    for bad, fragment in (("0", "at least 1"), ("70000", "between 1 and 65535"), ("http", "whole number")):
+        with pytest.raises(SettingsError, match=fragment) as info:
+            Settings.load(environ={"SONIQ_METRICS_PORT": bad})
+        assert "SONIQ_METRICS_PORT" in str(info.value)

@@ -29,6 +29,11 @@ def make_app(fast_settings: dict[str, Any], **settings: Any) -> tuple[Soniq, InM
     sink = InMemoryMetricsSink()
     observer = RecordingObserver()
     app = Soniq("memory://", metrics_sink=sink, extra_observers=[observer], **{**fast_settings, **settings})
+
+    # A worker with no job registered refuses to start.
+    @app.job(name="tests.idle")
+    def idle() -> None: ...
+
     return app, sink, observer
 
 
@@ -207,7 +212,7 @@ async def test_second_stop_during_draining_goes_straight_to_force(
     assert time.monotonic() - started < 5
     assert summary.states == [R, D, F, S]
     assert (await job_row(app, job_id))["status"] == "queued"
-    assert sink.events_named("shutdown_nack")[0]["reason"] == "shutdown_timeout"
+    assert sink.events_named("shutdown_nack")[0]["reason"] == "second_signal"
 
 
 async def test_claimed_sync_job_waiting_for_a_permit_takes_the_async_branch(

@@ -7,9 +7,9 @@ import pytest
 from soniq import Soniq
 from soniq.params import RegisterWorkerParams, SetWorkerStatusParams
 from soniq.records import WorkerInfo, WorkerStatus
+from soniq.redaction import redact_url
 from soniq_dashboard import create_dashboard_app
 from soniq_dashboard.reads import DashboardReads, JobFilter, trace_id_of
-from soniq_dashboard.security import redact_url
 
 
 @pytest.mark.asyncio

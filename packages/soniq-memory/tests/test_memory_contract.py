@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from soniq_contract_tests import BackendContractSuite, BackendFactory
+from soniq.backend import Backend
+from soniq_contract_tests import BackendContractSuite, BackendFactory, CorruptRowWriter
 from soniq_memory import MemoryBackend
 
 
@@ -16,10 +17,19 @@ def named_store(namespace: str) -> MemoryBackend:
     return MemoryBackend.from_url("memory://contract", namespace=namespace)
 
 
+async def corrupt_row(backend: Backend, job_id: str, raw_args: str) -> None:
+    assert isinstance(backend, MemoryBackend)
+    backend.put_raw_args(job_id, raw_args)
+
+
 class TestMemoryContract(BackendContractSuite):
     @pytest.fixture
     def soniq_backend_factory(self) -> BackendFactory:
         return fresh_store
+
+    @pytest.fixture
+    def soniq_corrupt_row(self) -> CorruptRowWriter:
+        return corrupt_row
 
 
 class TestNamedMemoryContract(BackendContractSuite):
@@ -28,3 +38,7 @@ class TestNamedMemoryContract(BackendContractSuite):
     @pytest.fixture
     def soniq_backend_factory(self) -> BackendFactory:
         return named_store
+
+    @pytest.fixture
+    def soniq_corrupt_row(self) -> CorruptRowWriter:
+        return corrupt_row

@@ -11,8 +11,10 @@ import pytest
 from soniq.backend import Backend
 from soniq.params import PrepareWorkerParams
 from soniq_contract_tests.harness import BackendFactory, UrlBackendFactory
-from soniq_contract_tests.suite import BackendContractSuite, TransactionFactory
+from soniq_contract_tests.suite import BackendContractSuite, CorruptRowWriter, TransactionFactory
 from soniq_postgres import PostgresBackend
+from soniq_postgres.options import quote_ident
+from soniq_postgres.rows import to_json
 
 # The polling variant fixes its pool size, so it can also show that a worker
 # the pool cannot serve is refused; the scenarios' workers fit well inside it.
@@ -34,6 +36,32 @@ def caller_transaction(url: str) -> TransactionFactory:
     return transaction
 
 
+def raw_args_writer(url: str) -> CorruptRowWriter:
+    """Overwrite a row's stored args from outside Soniq.
+
+    The column is `json`, so the server refuses text that is not JSON (or is
+    nested past its stack limit); then the closest the store allows is kept:
+    that text as a JSON string, which is still not an object.
+    """
+
+    async def write(backend: Backend, job_id: str, raw_args: str) -> None:
+        assert isinstance(backend, PostgresBackend)
+        table = f"{quote_ident(backend.options.schema)}.soniq_jobs"
+        connection = await asyncpg.connect(url)
+        try:
+            try:
+                status = await connection.execute(f"UPDATE {table} SET args = $1::json WHERE id = $2", raw_args, job_id)
+            except asyncpg.PostgresError:
+                status = await connection.execute(
+                    f"UPDATE {table} SET args = $1::json WHERE id = $2", to_json(raw_args), job_id
+                )
+        finally:
+            await connection.close()
+        assert status == "UPDATE 1", f"no row {job_id}"
+
+    return write
+
+
 class TestPostgresContract(BackendContractSuite):
     @pytest.fixture
     def soniq_backend_factory(self, pg_url: str) -> BackendFactory:
@@ -43,6 +71,10 @@ class TestPostgresContract(BackendContractSuite):
     @pytest.fixture
     def soniq_transaction(self, pg_url: str) -> TransactionFactory:
         return caller_transaction(pg_url)
+
+    @pytest.fixture
+    def soniq_corrupt_row(self, pg_url: str) -> CorruptRowWriter:
+        return raw_args_writer(pg_url)
 
 
 class TestPostgresContractPolling(BackendContractSuite):
@@ -55,6 +87,10 @@ class TestPostgresContractPolling(BackendContractSuite):
     @pytest.fixture
     def soniq_transaction(self, pg_url: str) -> TransactionFactory:
         return caller_transaction(pg_url)
+
+    @pytest.fixture
+    def soniq_corrupt_row(self, pg_url: str) -> CorruptRowWriter:
+        return raw_args_writer(pg_url)
 
     @pytest.fixture
     def soniq_unservable_worker(self) -> PrepareWorkerParams:

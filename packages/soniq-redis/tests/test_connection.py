@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -145,3 +146,40 @@ async def test_prepare_worker_refuses_a_pool_too_small_for_the_worker(redis_url:
             await backend.prepare_worker(PrepareWorkerParams(concurrency=6, prefetch=2))
     finally:
         await backend.close()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://:S3cretPw@127.0.0.1:notaport/0",
+        "redis://app:S3cretPw@127.0.0.1/not-a-db",
+        "redix://app:S3cretPw@127.0.0.1/0",
+        "redis://app:S3cretPw@127.0.0.1/0?max_connections=lots",
+        "redis://127.0.0.1/0?password=S3cretPw&max_connections=lots",
+        "redis://app:S3cretPw@[::1/0",
+    ],
+)
+async def test_url_errors_never_show_the_password(url: str) -> None:
+    with pytest.raises(InvalidURLError) as caught:
+        RedisBackend.from_url(url)
+    assert "S3cretPw" not in str(caught.value)
+    assert "invalid Redis URL" in str(caught.value)
+
+
+async def test_reprs_of_the_backend_and_its_target_never_show_the_password() -> None:
+    backend = RedisBackend.from_url("rediss://app:S3cretPw@example.invalid:6390/2?password=S3cretPw")
+    for text in (repr(backend), repr(backend._target), str(backend._target)):
+        assert "S3cretPw" not in text
+    assert "example.invalid" in repr(backend._target)
+
+
+async def test_rediss_to_a_plain_server_says_tls_is_the_likely_cause(redis_url: str) -> None:
+    plain = urlsplit(redis_url)
+    tls_url = f"rediss://:S3cretPw@{plain.hostname}:{plain.port or 6379}/0"
+    backend = RedisBackend.from_url(tls_url, socket_connect_timeout=1.0)
+    with pytest.raises(BackendUnavailableError) as caught:
+        await backend.connect()
+    message = str(caught.value)
+    assert "TLS" in message
+    assert "redis://" in message
+    assert "S3cretPw" not in message

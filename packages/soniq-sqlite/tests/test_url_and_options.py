@@ -50,7 +50,7 @@ def test_a_file_is_shared_across_processes_without_push_wakeup(tmp_path: Path) -
     ("url", "complaint"),
     [
         ("sqlite://somehost/jobs.db", "no host"),
-        ("sqlite:///jobs.db?timeout=3", "keyword"),
+        ("sqlite:///jobs.db?timeout=3", "unknown option.*timeout.*accepted options: namespace"),
         ("sqlite:///", "names no file"),
         ("sqlite:///data/", "directory"),
         ("postgresql:///jobs.db", "scheme"),

@@ -16,8 +16,9 @@ Optional fixtures a subclass may override (each says, when a test needs it
 and it is missing, which one to override): `soniq_worker_url` (the URL a
 `soniq worker` process opens, for the real-process scenarios; derived from a
 `UrlBackendFactory`), `soniq_transaction` (a driver transaction, for the
-transactional-enqueue contract) and `soniq_unservable_worker` (a worker shape
-`prepare_worker` must refuse).
+transactional-enqueue contract), `soniq_unservable_worker` (a worker shape
+`prepare_worker` must refuse) and `soniq_corrupt_row` (overwrites a row's
+stored args with raw text, for the corrupt-row contract).
 """
 
 from __future__ import annotations
@@ -26,12 +27,16 @@ import pytest
 
 from soniq_contract_tests.harness import BackendFactory, ContractHarness
 from soniq_contract_tests.suite.claim import ClaimContract
+from soniq_contract_tests.suite.corrupt_rows import CorruptRowContract, CorruptRowWriter
 from soniq_contract_tests.suite.dead_letter import DeadLetterContract
 from soniq_contract_tests.suite.enqueue import EnqueueContract
+from soniq_contract_tests.suite.expire_unknown import ExpireUnknownJobsContract
 from soniq_contract_tests.suite.fencing import FencingContract
+from soniq_contract_tests.suite.job_names import JobNamesContract
 from soniq_contract_tests.suite.nack import NackContract
 from soniq_contract_tests.suite.reads import ReadsContract
 from soniq_contract_tests.suite.recovery import StaleRecoveryContract
+from soniq_contract_tests.suite.results_listing import ResultsListingContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
 from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
@@ -40,7 +45,7 @@ from soniq_contract_tests.suite.transactional_enqueue import TransactionalEnqueu
 from soniq_contract_tests.suite.worker_processes import WorkerProcessContract
 from soniq_contract_tests.suite.workers import PrepareWorkerContract, WaitForJobsContract, WorkerContract
 
-__all__ = ["BackendContractSuite", "TransactionFactory"]
+__all__ = ["BackendContractSuite", "CorruptRowWriter", "TransactionFactory"]
 
 
 class BackendContractSuite(
@@ -48,6 +53,10 @@ class BackendContractSuite(
     StaleRecoveryContract,
     FencingContract,
     ClaimContract,
+    JobNamesContract,
+    ExpireUnknownJobsContract,
+    ResultsListingContract,
+    CorruptRowContract,
     StatusRuleContract,
     DeadLetterContract,
     QueueStatsContract,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# First, before anything else of the package loads: a 0.1.0 leftover would break those imports.
+from soniq import _install_check as _install_check
 from soniq.app import Soniq
 from soniq.backend import BACKEND_PROTOCOL_VERSION, Backend, BackendCapabilities
 from soniq.dead_letter import DeadLetterNotFoundError
@@ -12,6 +14,7 @@ from soniq.errors import (
     BackendUnavailableError,
     InvalidURLError,
     JobArgumentsError,
+    Permanent,
     SettingsError,
     Snooze,
     SoniqError,
@@ -22,6 +25,7 @@ from soniq.observers import BaseObserver, Observer
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.records import JobStatus, StaleJobPolicy, WorkerStatus
 from soniq.settings import Settings
+from soniq.validation import JobOptionsError
 from soniq.worker.state import WorkerState
 from soniq.worker.worker import WorkerSummary
 
@@ -41,11 +45,13 @@ __all__ = [
     "InMemoryMetricsSink",
     "InvalidURLError",
     "JobArgumentsError",
+    "JobOptionsError",
     "JobOutcome",
     "JobStatus",
     "MetricsSink",
     "NullMetricsSink",
     "Observer",
+    "Permanent",
     "Settings",
     "SettingsError",
     "Snooze",

@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
@@ -20,10 +20,14 @@ from soniq.errors import BackendProtocolError, SoniqError, UnknownJobError
 from soniq.metrics import MetricsSink, NullMetricsSink
 from soniq.observers import EnqueueEvent, Observer
 from soniq.params import CancelJobParams, EnqueueJobsParams, GetJobParams, ListJobsParams, QueueStatsParams
-from soniq.records import JobStatus, NewJob, RecoveryResult
+from soniq.records import JobRecord, JobStatus, NewJob, RecoveryResult
+from soniq.redaction import redact_url
 from soniq.registry import JobDefinition, JobRegistry, default_job_name
-from soniq.serialization import check_args, new_job_ids
+from soniq.serialization import new_job_ids
 from soniq.settings import Settings
+from soniq.sync_bridge import SyncBridge
+from soniq.validation import JobOptionsError, check_page, check_priority, check_queue_name, encode_args
+from soniq.validation import resolve_scheduled_at as resolve_scheduled_at
 
 if TYPE_CHECKING:
     from soniq.worker.worker import Worker, WorkerSummary
@@ -61,22 +65,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 ScheduleAt = datetime | timedelta | int | float | None
 
 
-def resolve_scheduled_at(value: ScheduleAt, *, now: datetime | None = None) -> datetime:
-    """A datetime (naive means UTC), a timedelta from now, or seconds from now."""
-    now = now or datetime.now(UTC)
-    if value is None:
-        return now
-    if isinstance(value, bool):
-        raise TypeError(f"scheduled_at must be a datetime, timedelta or seconds, got {value!r}")
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-    if isinstance(value, timedelta):
-        return now + value
-    if isinstance(value, (int, float)):
-        return now + timedelta(seconds=float(value))
-    raise TypeError(f"scheduled_at must be a datetime, timedelta or seconds, got {type(value).__name__}")
-
-
 class Soniq:
     """One application's queue: ``app = Soniq("postgresql://...")``.
 
@@ -86,7 +74,9 @@ class Soniq:
     Settings come from keywords, then `SONIQ_*` environment variables, then
     defaults, and are validated here. The backend is chosen by the URL's
     scheme through the ``soniq.backends`` entry points (or passed ready-made
-    with ``backend=``) and connects on first use.
+    with ``backend=``) the first time it is needed, so a jobs module's bare
+    ``Soniq()`` works on an install without the default backend as long as
+    ``--database-url`` (`use_database_url`) points it elsewhere first.
     """
 
     _instances: ClassVar[weakref.WeakSet[Soniq]] = weakref.WeakSet()
@@ -104,10 +94,11 @@ class Soniq:
         if database_url is not None:
             settings["database_url"] = database_url
         self.settings = Settings.load(settings)
-        if backend is None:
-            backend = create_backend(self.settings.resolved_database_url, **dict(backend_options or {}))
-        check_protocol(backend)
-        self._backend: Backend = backend
+        self.backend_options: dict[str, Any] = dict(backend_options or {})
+        if backend is not None:
+            check_protocol(backend)
+        self._backend: Backend | None = backend
+        self._backend_from_url = backend is None
         self.registry = JobRegistry()
         self.metrics: MetricsSink = metrics_sink or NullMetricsSink()
         # `observers` (SONIQ_OBSERVERS) is the setting naming entry points to load; objects come in here.
@@ -116,7 +107,11 @@ class Soniq:
             self.observers.append(factory(self.settings))
         self.dead_letter = DeadLetterService(self)
         self._connected = False
-        self._connect_lock: asyncio.Lock | None = None
+        # One lock per event loop: a lock made on the first loop cannot be awaited on another.
+        self._connect_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._sync = SyncBridge(self)
         self._sync_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self.current_worker: Worker | None = None
         self._bus: ObservationBus | None = None
@@ -124,7 +119,7 @@ class Soniq:
         Soniq._instances.add(self)
 
     def __repr__(self) -> str:
-        return f"<Soniq {self.settings.resolved_database_url!r} jobs={len(self.registry)}>"
+        return f"<Soniq {redact_url(self.settings.resolved_database_url)!r} jobs={len(self.registry)}>"
 
     # -- registry ----------------------------------------------------------
 
@@ -158,6 +153,8 @@ class Soniq:
         """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool)."""
 
         def register(fn: F) -> F:
+            check_queue_name(queue, what="job queue")
+            check_priority(priority)
             self.registry.add(fn, name=name, queue=queue, max_retries=max_retries, priority=priority, timeout=timeout)
             return fn
 
@@ -166,13 +163,29 @@ class Soniq:
         return register
 
     def use_database_url(self, url: str, **backend_options: Any) -> None:
-        """Point an app that has not connected yet at another URL (``soniq worker --database-url``)."""
+        """Point an app that has not connected yet at another URL (``soniq worker --database-url``).
+
+        The app's own `backend_options` (its namespace above all) carry over, and keywords here
+        win; an option the new URL's backend does not accept is refused, never dropped, since a
+        worker on the wrong namespace would dead-letter another tenant's jobs.
+        """
         if self._connected:
             raise SoniqError("use_database_url() must be called before the app connects")
-        self.settings = self.settings.with_overrides(database_url=url)
-        backend = create_backend(self.settings.resolved_database_url, **backend_options)
+        settings = self.settings.with_overrides(database_url=url)
+        options = {**self.backend_options, **backend_options}
+        try:
+            backend = create_backend(settings.resolved_database_url, **options)
+        except TypeError as exc:
+            raise SoniqError(
+                f"cannot point this app at {redact_url(settings.resolved_database_url)!r}: its backend options "
+                f"({', '.join(sorted(options))}) do not apply there ({exc}); construct the app with options "
+                "that backend accepts"
+            ) from None
         check_protocol(backend)
+        self.settings = settings
+        self.backend_options = options
         self._backend = backend
+        self._backend_from_url = True
 
     def add_observer(self, observer: Observer) -> None:
         self.observers.append(observer)
@@ -190,7 +203,31 @@ class Soniq:
 
     @property
     def backend(self) -> Backend:
+        """The backend, built from the URL's scheme the first time anything needs it."""
+        if self._backend is None:
+            backend = create_backend(self.settings.resolved_database_url, **self.backend_options)
+            check_protocol(backend)
+            self._backend = backend
         return self._backend
+
+    def new_backend_instance(self) -> Backend | None:
+        """Another, unconnected backend on the same URL and options, for another event loop's thread.
+
+        None when the app was given a ready-made backend, or when a second instance would be a
+        different queue (``memory://`` without a name).
+        """
+        if not self._backend_from_url:
+            return None
+        url = self.settings.resolved_database_url
+        if url.split("://", 1)[0].split("+", 1)[0].lower() == "memory" and url.rstrip("/").lower() in (
+            "memory:",
+            "memory:/",
+            "memory://",
+        ):
+            return None
+        backend: Backend = create_backend(url, **self.backend_options)
+        check_protocol(backend)
+        return backend
 
     @property
     def sync_pool(self) -> concurrent.futures.ThreadPoolExecutor:
@@ -203,24 +240,32 @@ class Soniq:
     async def connect(self) -> None:
         if self._connected:
             return
-        if self._connect_lock is None:
-            self._connect_lock = asyncio.Lock()
-        async with self._connect_lock:
+        loop = asyncio.get_running_loop()
+        lock = self._connect_locks.get(loop)
+        if lock is None:
+            lock = self._connect_locks[loop] = asyncio.Lock()
+        async with lock:
             if not self._connected:
-                await self._backend.connect()
+                await self.backend.connect()
                 self._connected = True
 
     async def connected_backend(self) -> Backend:
+        """The backend for the running loop: the app's own, or the sync bridge's on its thread."""
+        bridged = self._sync.backend_for_running_loop()
+        if bridged is not None:
+            return await bridged
         await self.connect()
-        return self._backend
+        return self.backend
 
     async def setup(self) -> None:
         """Create or upgrade the schema; idempotent."""
         await self.connect()
-        await self._backend.setup()
+        await self.backend.setup()
 
     async def close(self) -> None:
-        if self._connected:
+        """Close the backend, and stop the `enqueue_sync` thread if one was started."""
+        self._sync.close()
+        if self._connected and self._backend is not None:
             self._connected = False
             await self._backend.close()
         if self._sync_pool is not None:
@@ -258,10 +303,10 @@ class Soniq:
         scheduled_at: ScheduleAt,
     ) -> list[NewJob]:
         """Validate and build rows; everything shared by the batch is worked out once."""
-        if queue is not None and (not isinstance(queue, str) or not queue):
-            raise ValueError(f"queue must be a non-empty string, got {queue!r}")
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-            raise ValueError(f"priority must be a whole number, got {priority!r}")
+        if queue is not None:
+            check_queue_name(queue)
+        if priority is not None:
+            check_priority(priority)
         when = resolve_scheduled_at(scheduled_at)
         name = definition.name
         target_queue = queue or definition.queue
@@ -272,7 +317,7 @@ class Soniq:
         for index, kwargs in enumerate(kwargs_list):
             if not isinstance(kwargs, Mapping):
                 raise TypeError(f"enqueue_many item {index} must be a dict of keyword arguments, got {kwargs!r}")
-            checked, encoded = check_args(name, kwargs, max_bytes=limit)
+            checked, encoded = encode_args(name, kwargs, max_bytes=limit)
             jobs.append(
                 NewJob(
                     id=ids[index],
@@ -299,9 +344,9 @@ class Soniq:
         return announced
 
     def _check_connection(self, connection: Any) -> None:
-        if connection is not None and not self._backend.capabilities.transactional_enqueue:
+        if connection is not None and not self.backend.capabilities.transactional_enqueue:
             raise SoniqError(
-                f"{type(self._backend).__name__} does not support transactional enqueue (connection=...); "
+                f"{type(self.backend).__name__} does not support transactional enqueue (connection=...); "
                 "use a backend whose capabilities include transactional_enqueue, such as soniq-postgres"
             )
 
@@ -355,6 +400,51 @@ class Soniq:
             await self._insert(self._announce(jobs), connection)
         return [job.id for job in jobs]
 
+    def enqueue_sync(
+        self,
+        fn_or_name: Callable[..., Any] | str,
+        /,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        scheduled_at: ScheduleAt = None,
+        args: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """`enqueue` for synchronous code, from any thread that is not running an event loop.
+
+        Runs on a private loop thread of this app (started on first use, stopped by `close()` or
+        at exit). Transactional enqueue needs the caller's loop, so `connection=` is async only.
+        """
+        coroutine = self.enqueue(
+            fn_or_name, queue=queue, priority=priority, scheduled_at=scheduled_at, args=args, **kwargs
+        )
+        return self._sync.run(coroutine, what="enqueue")
+
+    def enqueue_many_sync(
+        self,
+        fn_or_name: Callable[..., Any] | str,
+        kwargs_list: Sequence[Mapping[str, Any]],
+        /,
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        scheduled_at: ScheduleAt = None,
+    ) -> list[str]:
+        """`enqueue_many` for synchronous code; see `enqueue_sync`."""
+        coroutine = self.enqueue_many(
+            fn_or_name, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at
+        )
+        return self._sync.run(coroutine, what="enqueue_many")
+
+    def get_job_sync(self, job_id: str) -> dict[str, Any] | None:
+        """`get_job` for synchronous code; see `enqueue_sync`."""
+        return self._sync.run(self.get_job(job_id), what="get_job")
+
+    def close_sync(self) -> None:
+        """Stop the `enqueue_sync` thread and close its backend (what `close()` does for that part)."""
+        self._sync.close()
+
     async def _insert(self, jobs: list[NewJob], connection: Any) -> None:
         backend = await self.connected_backend()
         bus = self.bus
@@ -371,28 +461,35 @@ class Soniq:
     # -- reading and managing jobs ------------------------------------------
 
     async def get_job(self, job_id: str) -> dict[str, Any] | None:
+        """The job as a dict (with its result), or None; see `job_dict` for the keys."""
         backend = await self.connected_backend()
         row = await backend.get_job(GetJobParams(job_id=str(job_id)))
-        return row.to_dict() if row else None
+        return job_dict(row) if row else None
 
     async def list_jobs(
-        self, queue: str | None = None, status: str | JobStatus | None = None, limit: int = 100, offset: int = 0
+        self,
+        queue: str | None = None,
+        status: str | JobStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        *,
+        include_results: bool = False,
     ) -> list[dict[str, Any]]:
+        """A page of jobs; `result` is None unless `include_results` (results may be large)."""
         wanted: JobStatus | None = None
         if status is not None:
             try:
                 wanted = JobStatus(status)
             except ValueError:
-                raise ValueError(
+                raise JobOptionsError(
                     f"status must be one of {', '.join(s.value for s in JobStatus)}, got {status!r}"
                 ) from None
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValueError(f"limit must be a whole number >= 0, got {limit!r}")
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be a whole number >= 0, got {offset!r}")
+        check_page(limit, offset)
         backend = await self.connected_backend()
-        rows = await backend.list_jobs(ListJobsParams(queue=queue, status=wanted, limit=limit, offset=offset))
-        return [row.to_dict() for row in rows]
+        rows = await backend.list_jobs(
+            ListJobsParams(queue=queue, status=wanted, limit=limit, offset=offset, include_results=include_results)
+        )
+        return [job_dict(row) for row in rows]
 
     async def cancel_job(self, job_id: str) -> bool:
         """Cancel a queued job; False when it is no longer queued."""
@@ -454,3 +551,15 @@ class Soniq:
     @classmethod
     def instances(cls) -> list[Soniq]:
         return list(cls._instances)
+
+
+def job_dict(row: JobRecord) -> dict[str, Any]:
+    """A job row as the producer API returns it.
+
+    `error_from_earlier_attempt` is True for a ``done`` row that still carries the `last_error`
+    of an attempt that failed before the one that succeeded, so that text is not read as why it
+    is in its state.
+    """
+    data = row.to_dict()
+    data["error_from_earlier_attempt"] = row.status is JobStatus.DONE and row.last_error is not None
+    return data

@@ -22,6 +22,7 @@ from soniq.observers import (
     RecoveryEvent,
     ShutdownNotice,
     TransitionEvent,
+    WorkerStartedEvent,
 )
 
 HOOKS = (
@@ -33,6 +34,7 @@ HOOKS = (
     "on_enqueue",
     "on_enqueue_end",
     "on_recovery",
+    "on_worker_started",
     "on_worker_stopped",
 )
 
@@ -141,6 +143,9 @@ class ObservationBus:
 
     def recovery(self, event: RecoveryEvent) -> None:
         self._fan_out("on_recovery", event)
+
+    def worker_started(self, event: WorkerStartedEvent) -> None:
+        self._fan_out("on_worker_started", event)
 
     def worker_stopped(self, worker_id: str) -> None:
         self._fan_out("on_worker_stopped", worker_id)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from soniq.errors import SoniqError
 from soniq.params import GetDeadLetterParams, ListDeadLetterParams, PurgeDeadLetterParams, ReplayDeadLetterParams
+from soniq.validation import check_page
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
@@ -22,6 +23,7 @@ class DeadLetterService:
         self._app = app
 
     async def list(self, queue: str | None = None, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+        check_page(limit, offset)
         backend = await self._app.connected_backend()
         rows = await backend.list_dead_letter(ListDeadLetterParams(queue=queue, limit=limit, offset=offset))
         return [row.to_dict() for row in rows]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 
 class SoniqError(Exception):
     """Base class of Soniq's own errors."""
@@ -44,11 +46,31 @@ class BackendProtocolError(SoniqError, TypeError):
     """A backend declares a protocol version this soniq-core does not speak."""
 
 
+SNOOZE_MAX_SECONDS = 30 * 86400.0
+"""The longest a `Snooze` puts a job off (30 days) unless the app sets `snooze_max_seconds`."""
+
+
+class NoJobsRegisteredError(SoniqError, RuntimeError):
+    """A worker was started with no job registered (pass `allow_no_jobs=True` to start one anyway)."""
+
+
 class Snooze(Exception):  # noqa: N818 - raised by handlers, reads as an instruction
-    """Raise from a handler to run the job again later without spending an attempt."""
+    """Raise from a handler to run the job again later without spending an attempt.
+
+    The delay must be a finite number of seconds >= 0; a longer one than
+    `snooze_max_seconds` (default 30 days) is cut down to it.
+    """
 
     def __init__(self, seconds: float) -> None:
-        if seconds < 0:
-            raise ValueError("Snooze seconds must be >= 0")
-        self.seconds = float(seconds)
+        value = float(seconds)
+        # NaN fails every comparison, so it is rejected by name rather than by `< 0`.
+        if math.isnan(value) or math.isinf(value) or value < 0:
+            raise ValueError(f"Snooze seconds must be a finite number >= 0, got {seconds!r}")
+        self.seconds = value
         super().__init__(f"snoozed for {self.seconds:g}s")
+
+
+class Permanent(SoniqError):  # noqa: N818 - raised by handlers, reads as an instruction
+    """Raise from a handler to give the job up now: it moves to the dead-letter table with
+    reason ``non_retryable`` whatever retries it has left. ``raise Permanent("why") from exc``
+    keeps the original error's traceback in `last_error`."""

@@ -1,4 +1,4 @@
-"""The observer protocol: every worker transition, nack, job start/end and recovery.
+"""The observer protocol: every worker start, transition, nack, job start/end and recovery.
 
 Observers are found in the ``soniq.observers`` entry-point group (the entry is
 a factory called with the app's `Settings`) or added with `Soniq.add_observer`.
@@ -15,12 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.params import Rescue
 from soniq.records import JobRecord, RecoveryResult
 from soniq.worker.state import WorkerState
+
+if TYPE_CHECKING:
+    from soniq.app import Soniq
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,17 @@ class RecoveryEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerStartedEvent:
+    """The worker registered and is about to claim; `app` lets an exporter start a server and read the store."""
+
+    worker_id: str
+    app: Soniq
+    queues: tuple[str, ...] | None
+    concurrency: int
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
 class EnqueueEvent:
     job_id: str
     job_name: str
@@ -150,6 +164,8 @@ class Observer(Protocol):
     def on_enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None: ...
 
     def on_recovery(self, event: RecoveryEvent) -> None: ...
+
+    def on_worker_started(self, event: WorkerStartedEvent) -> None: ...
 
     def on_worker_stopped(self, worker_id: str) -> None:
         """Last call before the worker returns: flush anything buffered."""
@@ -180,6 +196,9 @@ class BaseObserver:
         return None
 
     def on_recovery(self, event: RecoveryEvent) -> None:
+        return None
+
+    def on_worker_started(self, event: WorkerStartedEvent) -> None:
         return None
 
     def on_worker_stopped(self, worker_id: str) -> None:

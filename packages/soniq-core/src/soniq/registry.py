@@ -9,6 +9,7 @@ from typing import Any
 
 from soniq.errors import UnknownJobError
 from soniq.outcomes import HandlerKind
+from soniq.validation import JobOptionsError
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,14 @@ class JobRegistry:
     ) -> JobDefinition:
         if not callable(func):
             raise TypeError(f"@app.job decorates a function, got {func!r}")
+        if name is None and getattr(func, "__module__", None) == "__main__":
+            raise JobOptionsError(
+                f"job {func.__qualname__!r} is defined in a script run as __main__, so its default name would be "
+                f"'__main__.{func.__qualname__}', and a worker imports jobs by module name, never as __main__: it "
+                "could not find the code and would dead-letter every run. Move the job into an importable module "
+                f"(and start the worker with --jobs-modules that.module), or give it an explicit name: "
+                f"@app.job(name={func.__qualname__!r}) and register the same name in the worker's jobs module"
+            )
         job_name = name or default_job_name(func)
         validate_job_options(name=job_name, queue=queue, max_retries=max_retries, priority=priority, timeout=timeout)
         existing = self._jobs.get(job_name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,9 +45,57 @@ def check_args(job_name: str, args: Mapping[str, Any], *, max_bytes: int) -> tup
     return dict(args), encoded
 
 
-def check_result(result: Any) -> Any:
-    """The handler's return value as JSON-ready data; raises TypeError naming the type otherwise."""
+MAX_RESULT_BYTES = 1_048_576
+
+# An escaped NUL (\u0000) not itself preceded by an escaping backslash: PostgreSQL refuses it in JSON and text.
+_ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
+
+
+class ResultError(TypeError):
+    """A handler's return value that cannot be stored; the run fails with this as its error."""
+
+
+def check_result(result: Any, *, max_bytes: int = MAX_RESULT_BYTES) -> Any:
+    """The handler's return value as JSON-ready data every store accepts.
+
+    Raises `ResultError` with the real reason for anything a store would
+    refuse (or, worse, fail on inside a batched write): non-JSON values,
+    NaN, nesting too deep to encode, a lone surrogate or a NUL in a string,
+    or more than `max_bytes` of JSON.
+    """
     try:
-        return json.loads(json.dumps(result, allow_nan=False))
+        encoded = json.dumps(result, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except RecursionError:
+        raise ResultError("job result is nested too deeply to store as JSON") from None
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"job result is not JSON-serialisable: {exc}") from None
+        raise ResultError(f"job result is not JSON-serialisable: {exc}") from None
+    try:
+        size = len(encoded.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ResultError(
+            f"job result contains a lone surrogate ({encoded[exc.start : exc.end]!a}), which no store accepts "
+            "(a file name from os.listdir()? return os.fsencode(name).decode('utf-8', 'replace'))"
+        ) from None
+    if _ESCAPED_NUL.search(encoded):
+        raise ResultError("job result contains a NUL character (\\x00) in a string, which PostgreSQL refuses")
+    if size > max_bytes:
+        raise ResultError(
+            f"job result is {size} bytes as JSON, over the limit of {max_bytes} bytes (setting "
+            "'max_result_bytes', environment variable SONIQ_MAX_RESULT_BYTES); store large results "
+            "elsewhere and return a reference"
+        )
+    try:
+        return json.loads(encoded)
+    except RecursionError:
+        raise ResultError("job result is nested too deeply to store as JSON") from None
+
+
+def safe_text(text: str) -> str:
+    """`text` that every store accepts in a text column: lone surrogates and NULs written as escapes."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text

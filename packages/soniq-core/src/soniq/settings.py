@@ -14,8 +14,13 @@ from typing import Any
 
 from soniq.errors import SettingsError
 from soniq.records import StaleJobPolicy
+from soniq.redaction import redact_url
 
 DEFAULT_DATABASE_URL = "sqlite:///soniq.db"
+MIN_POLL_INTERVAL = 0.01
+MAX_CONCURRENCY = 10_000
+HEARTBEAT_TIMEOUT_FACTOR = 3
+PREFETCH_FACTOR = 10
 
 
 def _parse_float(name: str, value: Any, *, minimum: float, allow_none: bool, strict: bool) -> float | None:
@@ -37,7 +42,7 @@ def _parse_float(name: str, value: Any, *, minimum: float, allow_none: bool, str
     return number
 
 
-def _parse_int(name: str, value: Any, *, minimum: int) -> int:
+def _parse_int(name: str, value: Any, *, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool):
         raise SettingsError(name, f"expected a whole number, got {value!r}")
     if isinstance(value, float) and not value.is_integer():
@@ -48,7 +53,21 @@ def _parse_int(name: str, value: Any, *, minimum: int) -> int:
         raise SettingsError(name, f"expected a whole number, got {value!r}") from None
     if number < minimum:
         raise SettingsError(name, f"must be at least {minimum}, got {value!r}")
+    if maximum is not None and number > maximum:
+        raise SettingsError(name, f"must be at most {maximum}, got {value!r}")
     return number
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _parse_bool(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
+        return value.strip().lower() in _TRUE
+    raise SettingsError(name, f"expected true or false, got {value!r}")
 
 
 def _parse_names(name: str, value: Any) -> tuple[str, ...] | None:
@@ -77,7 +96,7 @@ class Settings:
     concurrency: int = 4
     queues: tuple[str, ...] | None = None
     job_timeout: float | None = None
-    shutdown_timeout: float = 30.0
+    shutdown_timeout: float = 8.0
     sync_handler_grace_seconds: float | None = None
     sync_handler_pool_size: int = 8
     heartbeat_interval: float = 5.0
@@ -90,6 +109,22 @@ class Settings:
     retry_backoff_base: float = 1.0
     retry_backoff_max: float = 300.0
     max_args_bytes: int = 1_048_576
+    metrics_port: int | None = None
+    """The TCP port a worker serves ``/metrics`` on, when an exporter such as soniq-prometheus is installed."""
+    unknown_job_timeout: float | None = 86400.0
+    allow_no_jobs: bool = False
+    max_result_bytes: int = 1_048_576
+    cancel_grace_seconds: float = 5.0
+
+    def __repr__(self) -> str:
+        # Settings end up in tracebacks and error trackers: never with the database password.
+        shown = ", ".join(
+            f"{f.name}={redact_url(self.database_url)!r}"
+            if f.name == "database_url" and self.database_url
+            else f"{f.name}={getattr(self, f.name)!r}"
+            for f in fields(self)
+        )
+        return f"Settings({shown})"
 
     @property
     def resolved_database_url(self) -> str:
@@ -141,11 +176,18 @@ class Settings:
         return result
 
     def _check_relations(self) -> None:
-        if self.heartbeat_timeout <= self.heartbeat_interval:
+        # Below three beats a worker busy for one slow sweep can look stale to itself and its peers.
+        if self.heartbeat_timeout < HEARTBEAT_TIMEOUT_FACTOR * self.heartbeat_interval:
             raise SettingsError(
                 "heartbeat_timeout",
-                f"must be greater than heartbeat_interval ({self.heartbeat_interval:g}s), "
-                f"got {self.heartbeat_timeout:g}s",
+                f"must be at least {HEARTBEAT_TIMEOUT_FACTOR} x heartbeat_interval "
+                f"({HEARTBEAT_TIMEOUT_FACTOR * self.heartbeat_interval:g}s), got {self.heartbeat_timeout:g}s",
+            )
+        if self.prefetch > PREFETCH_FACTOR * self.concurrency:
+            raise SettingsError(
+                "prefetch",
+                f"must be at most {PREFETCH_FACTOR} x concurrency ({PREFETCH_FACTOR * self.concurrency}), "
+                f"got {self.prefetch}",
             )
         if self.retry_backoff_max < self.retry_backoff_base:
             raise SettingsError(
@@ -198,15 +240,31 @@ def _optional_non_negative(name: str, value: Any) -> float | None:
     return _parse_float(name, value, minimum=0.0, allow_none=True, strict=False)
 
 
-def _at_least(minimum: int) -> Callable[[str, Any], int]:
+def _at_least(minimum: int, maximum: int | None = None) -> Callable[[str, Any], int]:
     def parse(name: str, value: Any) -> int:
-        return _parse_int(name, value, minimum=minimum)
+        return _parse_int(name, value, minimum=minimum, maximum=maximum)
 
     return parse
 
 
+def _poll_interval(name: str, value: Any) -> float:
+    # An idle worker issues one claim per poll: 1e-6 would be thousands of queries a second.
+    result = _parse_float(name, value, minimum=MIN_POLL_INTERVAL, allow_none=False, strict=False)
+    assert result is not None
+    return result
+
+
 def _modules(name: str, value: Any) -> tuple[str, ...]:
     return _parse_names(name, value) or ()
+
+
+def _port(name: str, value: Any) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    port = _parse_int(name, value, minimum=1)
+    if port > 65535:
+        raise SettingsError(name, f"must be a TCP port between 1 and 65535, got {value!r}")
+    return port
 
 
 def _queues(name: str, value: Any) -> tuple[str, ...] | None:
@@ -216,7 +274,7 @@ def _queues(name: str, value: Any) -> tuple[str, ...] | None:
 _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "database_url": _url,
     "jobs_modules": _modules,
-    "concurrency": _at_least(1),
+    "concurrency": _at_least(1, MAX_CONCURRENCY),
     "queues": _queues,
     "job_timeout": _optional_positive,
     "shutdown_timeout": _non_negative,
@@ -224,7 +282,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "sync_handler_pool_size": _at_least(1),
     "heartbeat_interval": _positive,
     "heartbeat_timeout": _positive,
-    "poll_interval": _positive,
+    "poll_interval": _poll_interval,
     "prefetch": _at_least(0),
     "prefetch_release_timeout": _positive,
     "stale_job_policy": _policy,
@@ -232,4 +290,9 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "retry_backoff_base": _non_negative,
     "retry_backoff_max": _non_negative,
     "max_args_bytes": _at_least(1),
+    "metrics_port": _port,
+    "unknown_job_timeout": _optional_positive,
+    "allow_no_jobs": _parse_bool,
+    "max_result_bytes": _at_least(1),
+    "cancel_grace_seconds": _non_negative,
 }

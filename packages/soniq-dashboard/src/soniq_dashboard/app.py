@@ -17,6 +17,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from soniq import Soniq
+from soniq.redaction import redact_url
 from soniq_dashboard.reads import STATUSES, DashboardReads, JobFilter
 from soniq_dashboard.security import (
     API_KEY_FIELD,
@@ -27,7 +28,6 @@ from soniq_dashboard.security import (
     WriteRefusedError,
     csrf_token_of,
     new_csrf_token,
-    redact_url,
 )
 
 HERE = Path(__file__).parent

@@ -62,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from soniq import Soniq
+    from soniq.redaction import redact_url
     from soniq_dashboard.app import create_dashboard_app
-    from soniq_dashboard.security import redact_url
 
     if args.app_path:
         app = load_app(args.app_path)

@@ -6,7 +6,7 @@ import hmac
 import inspect
 import secrets
 from collections.abc import Awaitable, Callable, Sequence
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 
@@ -20,25 +20,6 @@ Authorize = Callable[[Request], bool | Awaitable[bool]]
 
 class WriteRefusedError(Exception):
     """A write request that must be answered with 403; the message says why."""
-
-
-def redact_url(url: str) -> str:
-    """The URL without its password, in the user part or in a ``password=`` query parameter."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "(unparseable URL)"
-    secret_query = any(k.lower() in {"password", "pass", "pwd"} for k, _ in parse_qsl(parts.query))
-    if parts.password is None and not secret_query:
-        return url
-    netloc = parts.netloc
-    if parts.password is not None:
-        user, _, host = netloc.rpartition("@")
-        netloc = f"{user.split(':', 1)[0]}:***@{host}"
-    query = "&".join(
-        f"{k}={'***' if k.lower() in {'password', 'pass', 'pwd'} else v}" for k, v in parse_qsl(parts.query)
-    )
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
 
 
 def new_csrf_token() -> str:

@@ -24,6 +24,7 @@ from soniq.params import (
     DeadLetterJobParams,
     DeadLetterPageParams,
     EnqueueJobsParams,
+    ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -49,6 +50,7 @@ from soniq.params import (
 from soniq.records import (
     ActivityBucket,
     DeadLetterPage,
+    DeadLetterReason,
     DeadLetterRecord,
     JobPage,
     JobRecord,
@@ -61,7 +63,7 @@ from soniq.records import (
 )
 from soniq_memory import reads
 from soniq_memory.recovery import apply_rescue, find_stale
-from soniq_memory.store import MemoryStore, export, json_copy, named_stores
+from soniq_memory.store import MemoryStore, json_copy, named_stores
 
 _CAPABILITIES = BackendCapabilities(
     push_wakeup=True,
@@ -180,6 +182,14 @@ class MemoryBackend:
         with self._store.lock:
             self._store.put_job(record)
 
+    def put_raw_args(self, job_id: str, raw_args: str) -> None:
+        """Replace the stored args of a row with raw text, as a foreign producer or a hand fix
+        might have written them; reads then decode that text row by row (`decode_error`)."""
+        with self._store.lock:
+            if job_id not in self._store.jobs:
+                raise KeyError(f"no job with id {job_id!r}")
+            self._store.raw_args[job_id] = raw_args
+
     # -- lifecycle -------------------------------------------------------------
 
     async def connect(self) -> None:
@@ -236,7 +246,7 @@ class MemoryBackend:
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         with self._store.lock:
             row = self._store.jobs.get(params.job_id)
-            return export(row) if row is not None else None
+            return self._store.export_job(row) if row is not None else None
 
     async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
         queue, status, limit, offset = params.queue, params.status, params.limit, params.offset
@@ -247,7 +257,8 @@ class MemoryBackend:
                 if (queue is None or row.queue == queue) and (status is None or row.status == status)
             ]
             rows.sort(key=lambda row: (row.created_at, row.id), reverse=True)
-            return [export(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
+            page = rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]
+            return [self._store.export_job(row, include_result=params.include_results) for row in page]
 
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
         store = self._store
@@ -268,12 +279,14 @@ class MemoryBackend:
                 return []
             now = store.now()
             wanted = set(queues) if queues is not None else None
+            names = set(params.job_names) if params.job_names is not None else None
             due = [
                 row
                 for row in store.jobs.values()
                 if row.status is JobStatus.QUEUED
                 and row.scheduled_at <= now
                 and (wanted is None or row.queue in wanted)
+                and (names is None or row.job_name in names)
             ]
             due.sort(key=lambda row: (row.priority, row.scheduled_at, row.created_at, row.id))
             claimed = []
@@ -286,7 +299,7 @@ class MemoryBackend:
                     started_at=now if mark_started else None,
                 )
                 store.put_job(updated)
-                claimed.append(export(updated))
+                claimed.append(store.export_job(updated))
             return claimed
 
     def _owned(self, job_id: str, worker_id: str) -> JobRecord | None:
@@ -396,6 +409,7 @@ class MemoryBackend:
                 status=WorkerStatus.ACTIVE,
                 last_heartbeat=now,
                 started_at=now,
+                job_names=tuple(worker.job_names) if worker.job_names is not None else None,
             )
 
     async def heartbeat(self, params: HeartbeatParams, /) -> bool:
@@ -440,6 +454,20 @@ class MemoryBackend:
         store = self._store
         with store.lock:
             return {rescue.job_id for rescue in params.rescues if apply_rescue(store, rescue)}
+
+    async def expire_unknown_jobs(self, params: ExpireUnknownJobsParams, /) -> set[str]:
+        store = self._store
+        with store.lock:
+            known = set(params.known_names)
+            cutoff = store.now() - timedelta(seconds=max(params.older_than, 0.0))
+            expired = [
+                row
+                for row in store.jobs.values()
+                if row.status is JobStatus.QUEUED and row.job_name not in known and row.created_at <= cutoff
+            ]
+            for row in expired:
+                store.move_to_dead_letter(row, error=params.error, reason=DeadLetterReason.UNKNOWN_JOB)
+            return {row.id for row in expired}
 
     # -- observation -----------------------------------------------------------
 
@@ -486,12 +514,12 @@ class MemoryBackend:
         with self._store.lock:
             rows = [row for row in self._store.dead_letters.values() if queue is None or row.queue == queue]
             rows.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id), reverse=True)
-            return [export(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
+            return [self._store.export_dead(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
 
     async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         with self._store.lock:
             row = self._store.dead_letters.get(params.job_id)
-            return export(row) if row is not None else None
+            return self._store.export_dead(row) if row is not None else None
 
     async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
         job_id, new_job_id, scheduled_at = params.job_id, params.new_job_id, params.scheduled_at
@@ -515,6 +543,9 @@ class MemoryBackend:
                     now=now,
                 )
             )
+            raw = store.dead_raw_args.get(job_id)
+            if raw is not None:
+                store.raw_args[new_job_id] = raw
             store.dead_letters[job_id] = replace(
                 dead, resurrection_count=dead.resurrection_count + 1, last_resurrection_at=now
             )
@@ -523,6 +554,7 @@ class MemoryBackend:
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         with self._store.lock:
+            self._store.dead_raw_args.pop(params.job_id, None)
             return self._store.dead_letters.pop(params.job_id, None) is not None
 
     # -- dashboard reads (soniq_memory.reads) ----------------------------------

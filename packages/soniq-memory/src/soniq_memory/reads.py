@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 
 from soniq.pagination import activity, cut, dead_letter_cursor, dead_letter_matches, job_cursor, job_matches
 from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobPageParams
 from soniq.records import ActivityBucket, DeadLetterPage, JobPage, JobStatus, QueueCounts
-from soniq_memory.store import MemoryStore, export
+from soniq_memory.store import MemoryStore
 
 
 def job_counts(store: MemoryStore, params: JobCountsParams) -> list[QueueCounts]:
@@ -70,7 +69,7 @@ def job_page(store: MemoryStore, params: JobPageParams) -> JobPage:
             key=lambda r: (r.created_at, r.id),
             reverse=True,
         )[: max(0, params.limit) + 1]
-        rows = [export(r) if params.include_results else replace(export(r), result=None) for r in rows]
+        rows = [store.export_job(r, include_result=params.include_results) for r in rows]
     page, cursor = cut(rows, params.limit, job_cursor)
     return JobPage(rows=page, next_cursor=cursor)
 
@@ -82,7 +81,7 @@ def dead_letter_page(store: MemoryStore, params: DeadLetterPageParams) -> DeadLe
             key=lambda d: (d.moved_to_dead_letter_at, d.id),
             reverse=True,
         )[: max(0, params.limit) + 1]
-        rows = [export(d) for d in rows]
+        rows = [store.export_dead(d) for d in rows]
     page, cursor = cut(rows, params.limit, dead_letter_cursor)
     return DeadLetterPage(rows=page, next_cursor=cursor)
 

@@ -39,7 +39,7 @@ def find_stale(store: MemoryStore, *, heartbeat_timeout: float) -> StaleScan:
         and (row.worker_id in stale_set or (_gone(store, row.worker_id) and row.updated_at < cutoff))
     ]
     orphaned.sort(key=lambda row: (row.updated_at, row.id))
-    return StaleScan(stale_workers=tuple(stale), orphaned=tuple(orphaned))
+    return StaleScan(stale_workers=tuple(stale), orphaned=tuple(store.export_job(row) for row in orphaned))
 
 
 def apply_rescue(store: MemoryStore, rescue: Rescue) -> bool:

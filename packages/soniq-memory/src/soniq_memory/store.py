@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from soniq.records import DeadLetterReason, DeadLetterRecord, JobRecord, JobStatus, WorkerRecord
+from soniq_memory.decoding import decode_args
 
 ALLOWED_STATUSES: frozenset[str] = frozenset(status.value for status in JobStatus)
 
@@ -55,6 +56,9 @@ class MemoryStore:
     dead_letters: dict[str, DeadLetterRecord] = field(default_factory=dict)
     workers: dict[str, WorkerRecord] = field(default_factory=dict)
     lock: threading.RLock = field(default_factory=threading.RLock)
+    raw_args: dict[str, str] = field(default_factory=dict)
+    """Job id -> args text that replaces the row's decoded args (`put_raw_args`, for tests)."""
+    dead_raw_args: dict[str, str] = field(default_factory=dict)
     _last_now: datetime = field(default_factory=lambda: datetime.now(UTC))
     _waiters: set[_Waiter] = field(default_factory=set)
 
@@ -95,12 +99,34 @@ class MemoryStore:
             max_attempts=row.max_attempts,
             priority=row.priority,
         )
+        raw = self.raw_args.pop(row.id, None)
+        if raw is not None:
+            self.dead_raw_args[row.id] = raw
         del self.jobs[row.id]
 
     def clear(self) -> None:
         self.jobs.clear()
         self.dead_letters.clear()
         self.workers.clear()
+        self.raw_args.clear()
+        self.dead_raw_args.clear()
+
+    def export_job(self, row: JobRecord, *, include_result: bool = True) -> JobRecord:
+        """The row as a caller sees it: a detached copy, args decoded from raw text if any."""
+        copied = export(row) if include_result else export(replace(row, result=None))
+        raw = self.raw_args.get(row.id)
+        if raw is None:
+            return copied
+        args, error = decode_args(raw)
+        return replace(copied, args=args, decode_error=error)
+
+    def export_dead(self, row: DeadLetterRecord) -> DeadLetterRecord:
+        copied = export(row)
+        raw = self.dead_raw_args.get(row.id)
+        if raw is None:
+            return copied
+        args, error = decode_args(raw)
+        return replace(copied, args=args, decode_error=error)
 
     # -- wake-up -------------------------------------------------------------
 

@@ -19,13 +19,26 @@ from opentelemetry import propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
+from soniq.errors import SoniqError
 from soniq.observers import EnqueueEvent, JobEndEvent, JobStartEvent
 from soniq.outcomes import HandlerKind, JobOutcome
+from soniq.redaction import redact_text
 from soniq_otel import attributes as a
 
 FAILED_OUTCOMES = frozenset(outcome for outcome in JobOutcome if outcome.failed)
 """Outcomes that set the consumer span's status to ERROR: core's own `JobOutcome.failed`.
 A nack is not one: the worker gave the job up, the job did not fail (its attempts are kept)."""
+
+MAX_SCRUBBED_MESSAGE = 500
+
+
+def scrubbed_message(error: BaseException) -> str:
+    """Soniq's own messages (written never to quote job data), passwords masked; no foreign message at all."""
+    if isinstance(error, SoniqError):
+        text = redact_text(str(error))
+        return text if len(text) <= MAX_SCRUBBED_MESSAGE else text[:MAX_SCRUBBED_MESSAGE] + "..."
+    return "message withheld: the store's error text may quote parameter values"
+
 
 MAX_OPEN_SENDS = 10_000
 """Producer spans whose enqueue never reported its end are ended after this many, oldest first."""
@@ -84,9 +97,18 @@ class JobTracing:
         if span is None:
             return
         if error is not None:
-            span.record_exception(error)
+            # Not record_exception: its message and stack text would carry a driver's message, which
+            # quotes the query's parameter values (the job's arguments) into the tracing backend.
+            message = scrubbed_message(error)
+            span.add_event(
+                "exception",
+                {
+                    "exception.type": f"{type(error).__module__}.{type(error).__qualname__}",
+                    "exception.message": message,
+                },
+            )
             span.set_attribute(a.ERROR_TYPE, error_type(error))
-            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {error}"))
+            span.set_status(Status(StatusCode.ERROR, f"{type(error).__name__}: {message}"))
         span.end()
 
     def _end_oldest_send(self) -> None:

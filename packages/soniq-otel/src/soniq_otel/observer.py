@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 
 from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from soniq.observers import (
@@ -22,6 +23,7 @@ from soniq.observers import (
 from soniq.settings import Settings
 from soniq_otel import attributes as a
 from soniq_otel.job_spans import JobTracing
+from soniq_otel.metrics import JobMetrics
 from soniq_otel.shutdown_spans import ShutdownTracing
 
 logger = logging.getLogger("soniq_otel")
@@ -38,41 +40,49 @@ def _version() -> str:
 
 
 class SoniqTracingObserver(BaseObserver):
-    """Spans for every shutdown transition, nack, enqueue and job run.
+    """Spans for every shutdown transition, nack, enqueue and job run, and the messaging metrics.
 
     With `tracer_provider=None` the global provider is used, looked up through
     the API's proxy, so a provider the jobs module installs after the app was
     built is still the one that records. Without any SDK the spans are no-ops.
     """
 
-    def __init__(self, *, tracer_provider: TracerProvider | None = None) -> None:
+    def __init__(
+        self, *, tracer_provider: TracerProvider | None = None, meter_provider: MeterProvider | None = None
+    ) -> None:
         self._tracer_provider = tracer_provider
         tracer = trace.get_tracer(
             a.INSTRUMENTATION_NAME, _version(), tracer_provider=tracer_provider, schema_url=a.SCHEMA_URL
         )
         self.jobs = JobTracing(tracer)
         self.shutdown = ShutdownTracing(tracer)
+        self.metrics = JobMetrics(meter_provider, version=_version())
 
     def on_transition(self, event: TransitionEvent) -> None:
         self.shutdown.transition(event)
+        self.metrics.transition(event)
 
     def on_shutdown_notice(self, event: ShutdownNotice) -> None:
         self.shutdown.notice(event)
 
     def on_nack(self, event: NackEvent) -> None:
         self.shutdown.nack(event, self.jobs.nack_links(event.job_id))
+        self.metrics.nacked(event)
 
     def on_job_start(self, event: JobStartEvent) -> None:
         self.jobs.process_started(event)
+        self.metrics.process_started(event)
 
     def on_job_end(self, event: JobEndEvent) -> None:
         self.jobs.process_ended(event)
+        self.metrics.process_ended(event)
 
     def on_enqueue(self, event: EnqueueEvent) -> Mapping[str, str] | None:
         return self.jobs.send_started(event)
 
     def on_enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None:
         self.jobs.send_ended(event, error)
+        self.metrics.sent_ended(event, error)
 
     def on_worker_stopped(self, worker_id: str) -> None:
         self.jobs.abandon(worker_id)
@@ -99,7 +109,10 @@ class SoniqTracingObserver(BaseObserver):
 
 
 def create_observer(
-    settings: Settings | None = None, *, tracer_provider: TracerProvider | None = None
+    settings: Settings | None = None,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
 ) -> SoniqTracingObserver:
     """The ``soniq.observers`` entry point: ``Soniq`` calls it with the app's settings."""
-    return SoniqTracingObserver(tracer_provider=tracer_provider)
+    return SoniqTracingObserver(tracer_provider=tracer_provider, meter_provider=meter_provider)

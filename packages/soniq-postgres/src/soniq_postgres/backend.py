@@ -18,7 +18,7 @@ from typing import Any
 import asyncpg
 
 from soniq.backend import BackendCapabilities
-from soniq.errors import SoniqError
+from soniq.errors import JobArgumentsError, SoniqError
 from soniq.params import (
     CancelJobParams,
     ClaimJobsParams,
@@ -26,6 +26,7 @@ from soniq.params import (
     DeadLetterJobParams,
     DeadLetterPageParams,
     EnqueueJobsParams,
+    ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -117,11 +118,16 @@ class PostgresBackend:
         self._options = options
         self._queries = Queries(options.schema)
         self._stale_sql = StaleSql(self._queries)
-        self._claim_sql = {kind: self._queries.claim(queue_count=kind) for kind in (None, 1, 2)}
+        self._claim_sql = {
+            (kind, by_name): self._queries.claim(queue_count=kind, by_name=by_name)
+            for kind in (None, 1, 2)
+            for by_name in (False, True)
+        }
         self._pool: asyncpg.Pool | None = None
         self._pool_size = options.max_size
         self._schema_ready = False
         self._connect_lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._listener: NotificationListener | None = None
         # Notification counter as of the last claim: lets `wait_for_jobs`
         # return at once when a job arrived between an empty claim and the wait.
@@ -164,6 +170,7 @@ class PostgresBackend:
     # -- lifecycle ---------------------------------------------------------
 
     async def connect(self) -> None:
+        self._follow_loop()
         async with self._connect_lock:
             if self._pool is None:
                 self._pool = await open_pool(self._options, max_size=self._pool_size)
@@ -171,6 +178,7 @@ class PostgresBackend:
                 await self._migrate(only_if_missing=True)
 
     async def close(self) -> None:
+        self._follow_loop()
         listener, self._listener = self._listener, None
         if listener is not None:
             await listener.stop()
@@ -222,18 +230,29 @@ class PostgresBackend:
         payload = ",".join(queues)
         if len(payload) > 7000:  # NOTIFY payloads stop at 8000 bytes; empty means "any queue"
             payload = ""
-        if connection is not None:
-            await self._ensure_schema()
-            # The caller's transaction: NOTIFY is delivered only if it commits.
-            async with translated(self._options):
-                await self._insert(connection, jobs, payload)
-            return
-        async with self._connection() as conn:
-            if len(jobs) >= COPY_THRESHOLD:
-                async with conn.transaction():
+        try:
+            if connection is not None:
+                await self._ensure_schema()
+                # The caller's transaction: NOTIFY is delivered only if it commits.
+                async with translated(self._options):
+                    await self._insert(connection, jobs, payload)
+                return
+            async with self._connection() as conn:
+                if len(jobs) >= COPY_THRESHOLD:
+                    async with conn.transaction():
+                        await self._insert(conn, jobs, payload)
+                else:
                     await self._insert(conn, jobs, payload)
-            else:
-                await self._insert(conn, jobs, payload)
+        except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+            if not _is_data_error(exc):
+                raise
+            # asyncpg's message quotes the offending parameter, i.e. the job's
+            # arguments; it must not reach logs, spans or error trackers.
+            raise JobArgumentsError(
+                f"PostgreSQL refused the job's values ({type(exc).__name__}, SQLSTATE "
+                f"{getattr(exc, 'sqlstate', None) or 'n/a'}); check the arguments, job name and queue "
+                "for NUL characters, lone surrogates or out-of-range numbers"
+            ) from None
 
     async def _insert(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> None:
         """One statement for a few jobs; COPY plus one NOTIFY for many (the caller holds the transaction)."""
@@ -305,7 +324,9 @@ class PostgresBackend:
             args.append(queue)
         if status is not None:
             args.append(JobStatus(status).value)
-        sql = self._queries.list_jobs(by_queue=queue is not None, by_status=status is not None)
+        sql = self._queries.list_jobs(
+            by_queue=queue is not None, by_status=status is not None, with_results=params.include_results
+        )
         async with self._connection() as conn:
             rows = await conn.fetch(sql, *args, params.limit, params.offset)
         return [job_record(row) for row in rows]
@@ -322,13 +343,19 @@ class PostgresBackend:
             return []
         if self._listener is not None:
             self._seen_before_claim = self._listener.sequence_for(queues)
+        names = params.job_names
+        if names is not None and not names:
+            return []
+        by_name = names is not None
         args: tuple[Any, ...]
         if queues is None:
-            sql, args = self._claim_sql[None], ()
+            sql, args = self._claim_sql[None, by_name], ()
         elif len(queues) == 1:
-            sql, args = self._claim_sql[1], (queues[0],)
+            sql, args = self._claim_sql[1, by_name], (queues[0],)
         else:
-            sql, args = self._claim_sql[2], (list(queues),)
+            sql, args = self._claim_sql[2, by_name], (list(queues),)
+        if names is not None:
+            args = (*args, list(names))
         async with self._connection() as conn:
             rows = await conn.fetch(sql, params.worker_id, limit, params.mark_started, *args)
         return sorted((job_record(row) for row in rows), key=claim_order)
@@ -344,11 +371,41 @@ class PostgresBackend:
         results = params.results
         if not results:
             return set()
-        ids = [result.job_id for result in results]
-        payloads = [to_json(result.result) for result in results]
+        # A result that cannot be encoded is left out (not reported as written,
+        # so core settles that row); it never costs the rest of the batch.
+        ids: list[str] = []
+        payloads: list[str] = []
+        for result in results:
+            payload = _encoded_result(result.result)
+            if payload is not None:
+                ids.append(result.job_id)
+                payloads.append(payload)
+        if not ids:
+            return set()
         async with self._connection() as conn:
-            rows = await conn.fetch(self._queries.complete_many, ids, params.worker_id, payloads)
+            try:
+                rows = await conn.fetch(self._queries.complete_many, ids, params.worker_id, payloads)
+            except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                if is_connection_fault(exc):
+                    raise
+                return await self._complete_one_by_one(conn, params.worker_id, ids, payloads)
         return {row["id"] for row in rows}
+
+    async def _complete_one_by_one(
+        self, conn: asyncpg.Connection, worker_id: str, ids: list[str], payloads: list[str]
+    ) -> set[str]:
+        """The batch statement failed for a reason other than the connection: find
+        the rows the store accepts; each bad one stays `processing` for core to settle."""
+        written: set[str] = set()
+        for job_id, payload in zip(ids, payloads, strict=True):
+            try:
+                rows = await conn.fetch(self._queries.complete_many, [job_id], worker_id, [payload])
+            except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+                if is_connection_fault(exc):
+                    raise
+                continue
+            written.update(row["id"] for row in rows)
+        return written
 
     async def retry_job(self, params: RetryJobParams, /) -> bool:
         return await self._fenced(
@@ -378,9 +435,16 @@ class PostgresBackend:
     async def register_worker(self, params: RegisterWorkerParams, /) -> None:
         worker = params.worker
         queues = None if worker.queues is None else list(worker.queues)
+        names = None if worker.job_names is None else to_json(list(worker.job_names))
         async with self._connection() as conn:
             await conn.execute(
-                self._queries.register_worker, worker.id, worker.hostname, worker.pid, queues, worker.concurrency
+                self._queries.register_worker,
+                worker.id,
+                worker.hostname,
+                worker.pid,
+                queues,
+                worker.concurrency,
+                names,
             )
 
     async def heartbeat(self, params: HeartbeatParams, /) -> bool:
@@ -415,6 +479,16 @@ class PostgresBackend:
             return set()
         async with self._connection() as conn:
             return await rescue_jobs(conn, sql=self._stale_sql, rescues=params.rescues)
+
+    async def expire_unknown_jobs(self, params: ExpireUnknownJobsParams, /) -> set[str]:
+        async with self._connection() as conn:
+            rows = await conn.fetch(
+                self._queries.expire_unknown,
+                list(params.known_names),
+                max(float(params.older_than), 0.0),
+                params.error,
+            )
+        return {row["id"] for row in rows}
 
     # -- observation -------------------------------------------------------
 
@@ -500,7 +574,31 @@ class PostgresBackend:
 
     # -- internals ---------------------------------------------------------
 
+    def _follow_loop(self) -> None:
+        """Start afresh when called from another event loop than the pool's.
+
+        asyncpg connections belong to the loop that opened them; once that loop
+        has ended (``asyncio.run`` per request in a sync web app, a script's
+        several ``asyncio.run`` calls), they cannot be used or even closed
+        politely. One identity check per call; on a change, the old pool and
+        listener are dropped unawaited and the next statement reconnects.
+        """
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        previous, self._loop = self._loop, loop
+        if previous is None:
+            return
+        pool, self._pool = self._pool, None
+        self._listener = None
+        self._connect_lock = asyncio.Lock()
+        self._schema_ready = False
+        self._seen_before_claim = 0
+        if pool is not None:
+            _abandon_pool(pool)
+
     async def _ensure_pool(self) -> asyncpg.Pool:
+        self._follow_loop()
         if self._pool is None:
             async with self._connect_lock:
                 if self._pool is None:
@@ -526,6 +624,7 @@ class PostgresBackend:
         asyncpg discards a broken connection when it is released, so the next
         call gets a fresh one: the pool recovers without help.
         """
+        self._follow_loop()
         if not self._schema_ready:
             await self._ensure_schema()
         pool = self._pool
@@ -557,6 +656,33 @@ class PostgresBackend:
             self._listener = NotificationListener(connect=connect, channel=options.channel)
         await self._listener.start(wait=wait)
         return self._listener
+
+
+def _encoded_result(value: Any) -> str | None:
+    """The result as JSON text the server will accept, or None when it cannot be."""
+    try:
+        text = to_json(value)
+        # asyncpg sends UTF-8; a lone surrogate would fail the whole statement there.
+        text.encode("utf-8")
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text
+
+
+def _is_data_error(exc: BaseException) -> bool:
+    """A value the server (SQLSTATE class 22) or asyncpg's encoder (a ValueError) refused."""
+    if isinstance(exc, asyncpg.DataError):
+        return True
+    return isinstance(exc, asyncpg.InterfaceError) and isinstance(exc, ValueError)
+
+
+def _abandon_pool(pool: asyncpg.Pool) -> None:
+    """Let go of a pool whose loop is gone: terminating may fail on the closed loop,
+    and then the sockets close when the garbage collector finalises their transports."""
+    try:
+        pool.terminate()
+    except RuntimeError:
+        pass
 
 
 async def _close_pool(pool: asyncpg.Pool) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import asyncpg
 
 from soniq.errors import BackendUnavailableError
+from soniq.redaction import redact_text
 from soniq_postgres.options import PostgresOptions
 
 START_HINT = "is the server running? (pg_ctlcluster --skip-systemctl-redirect <version> main start)"
@@ -60,13 +61,15 @@ def connect_error(options: PostgresOptions, exc: BaseException) -> BackendUnavai
         reason = f"unreachable ({exc.strerror or exc}); {START_HINT}"
     else:
         reason = f"{type(exc).__name__}: {exc}"
-    return BackendUnavailableError(f"cannot connect to {where}: {reason}")
+    return BackendUnavailableError(redact_text(f"cannot connect to {where}: {reason}"))
 
 
 def lost_error(options: PostgresOptions, exc: BaseException) -> BackendUnavailableError:
     return BackendUnavailableError(
-        f"lost the connection to PostgreSQL at {options.address} ({type(exc).__name__}: {exc}); "
-        "the next call reconnects"
+        redact_text(
+            f"lost the connection to PostgreSQL at {options.address} ({type(exc).__name__}: {exc}); "
+            "the next call reconnects"
+        )
     )
 
 

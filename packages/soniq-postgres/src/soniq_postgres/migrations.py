@@ -104,6 +104,15 @@ CREATE TABLE {schema}.soniq_workers (
     ),
     Migration(
         2,
+        "worker_job_names",
+        """
+-- The job names each worker registered, as JSON text (NULL for a worker that
+-- did not report them, and for every row written before this step).
+ALTER TABLE {schema}.soniq_workers ADD COLUMN IF NOT EXISTS job_names text;
+""",
+    ),
+    Migration(
+        3,
         "dashboard reads and worker state",
         """
 ALTER TABLE {schema}.soniq_workers

@@ -1,8 +1,11 @@
 """Backend options: the URL, its Soniq-specific query parameters, and keywords.
 
-Soniq's own parameters are removed from the URL before it reaches asyncpg
-(which would otherwise send unknown parameters to the server as settings).
-A keyword given to `from_url` wins over the same parameter in the URL.
+Soniq's own parameters are removed from the URL before it reaches asyncpg.
+Any other query parameter must be a connection parameter asyncpg reads
+itself: asyncpg would send an unknown one to the server as a session
+setting, so a typo (``?poolsize=3``) would fail far from its cause, or not
+at all. A keyword given to `from_url` wins over the same parameter in the URL.
+Every message that shows the URL masks its password.
 """
 
 from __future__ import annotations
@@ -11,11 +14,12 @@ import hashlib
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from soniq.errors import InvalidURLError
+from soniq.redaction import redact_text, redact_url
 
 DEFAULT_SCHEMA = "public"
 BASE_CHANNEL = "soniq_new_job"
@@ -37,6 +41,30 @@ _URL_PARAMETERS: dict[str, str] = {
     "connect_timeout": "connect_timeout",
 }
 ACCEPTED_OPTIONS: tuple[str, ...] = tuple(_URL_PARAMETERS)
+# The libpq-style parameters asyncpg's DSN parser consumes (asyncpg 0.29-0.31).
+CONNECTION_PARAMETERS: tuple[str, ...] = (
+    "host",
+    "port",
+    "dbname",
+    "database",
+    "user",
+    "password",
+    "passfile",
+    "service",
+    "servicefile",
+    "sslmode",
+    "sslcert",
+    "sslkey",
+    "sslrootcert",
+    "sslcrl",
+    "sslpassword",
+    "sslnegotiation",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
+    "target_session_attrs",
+    "krbsrvname",
+    "gsslib",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +85,12 @@ class PostgresOptions:
     listen: bool
     statement_cache_size: int
     connect_timeout: float
+
+    def __repr__(self) -> str:
+        values = {field.name: getattr(self, field.name) for field in fields(self)}
+        values["dsn"] = redact_url(self.dsn)
+        shown = ", ".join(f"{name}={value!r}" for name, value in values.items())
+        return f"PostgresOptions({shown})"
 
     @property
     def address(self) -> str:
@@ -141,15 +175,26 @@ def parse_options(url: str, options: Mapping[str, Any]) -> PostgresOptions:
             f"unknown option(s) for the PostgreSQL backend: {', '.join(unknown)}; "
             f"accepted options: {', '.join(ACCEPTED_OPTIONS)}"
         )
+    shown = redact_url(url)
     try:
         parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
     except ValueError as exc:
-        raise InvalidURLError(f"invalid PostgreSQL URL {url!r}: {exc}") from None
+        raise InvalidURLError(f"invalid PostgreSQL URL {shown!r}: {redact_text(str(exc))}") from None
     scheme = parts.scheme.split("+", 1)[0].lower()
     if scheme not in ("postgresql", "postgres"):
-        raise InvalidURLError(f"not a PostgreSQL URL (expected postgresql://...): {url!r}")
+        raise InvalidURLError(f"not a PostgreSQL URL (expected postgresql://...): {shown!r}")
 
     query = parse_qsl(parts.query, keep_blank_values=True)
+    unknown_parameters = sorted(
+        {name for name, _ in query} - set(_URL_PARAMETERS.values()) - set(CONNECTION_PARAMETERS)
+    )
+    if unknown_parameters:
+        raise InvalidURLError(
+            f"unknown query parameter(s) in PostgreSQL URL {shown!r}: {', '.join(unknown_parameters)}; "
+            f"Soniq's options are {', '.join(_URL_PARAMETERS.values())}, and asyncpg reads "
+            f"{', '.join(CONNECTION_PARAMETERS)} (server settings belong in the server's or role's configuration)"
+        )
     ours = {name: value for name, value in query if name in _URL_PARAMETERS.values()}
     kept = [(name, value) for name, value in query if name not in _URL_PARAMETERS.values()]
     raw: dict[str, Any] = {}
@@ -167,7 +212,7 @@ def parse_options(url: str, options: Mapping[str, Any]) -> PostgresOptions:
         cache = _int("statement_cache_size", raw.get("statement_cache_size", 100), minimum=0)
         timeout = _float("connect_timeout", raw.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
     except ValueError as exc:
-        raise InvalidURLError(f"{exc} (PostgreSQL URL {_redact(parts)!r})") from None
+        raise InvalidURLError(f"{exc} (PostgreSQL URL {shown!r})") from None
     if min_size is None:
         min_size = min(DEFAULT_MIN_SIZE, max_size)
     if min_size > max_size:
@@ -201,10 +246,3 @@ def _address(parts: SplitResult, query: Mapping[str, str]) -> tuple[str, int]:
     if port is None:
         port = int(query.get("port") or os.environ.get("PGPORT") or 5432)
     return host, port
-
-
-def _redact(parts: SplitResult) -> str:
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(f":{parts.password}@", ":***@")
-    return str(urlunsplit((parts.scheme, netloc, parts.path, parts.query, "")))

@@ -9,6 +9,7 @@ Every statement is a single round trip; asyncpg prepares and caches each.
 
 from __future__ import annotations
 
+from soniq.records import DeadLetterReason
 from soniq_postgres.options import quote_ident
 
 JOB_COLUMNS = (
@@ -16,12 +17,14 @@ JOB_COLUMNS = (
     "scheduled_at, last_error, worker_id, result::text AS result, created_at, updated_at, "
     "started_at, trace_context::text AS trace_context"
 )
+# Listings without results never read the column: a large result costs nothing there.
+JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("result::text AS result", "NULL::text AS result")
 DEAD_COLUMNS = (
     "id, job_name, args::text AS args, queue, attempts, last_error, dead_letter_reason, "
     "moved_to_dead_letter_at, resurrection_count, last_resurrection_at, max_attempts, priority"
 )
 WORKER_COLUMNS = (
-    "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, "
+    "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, job_names, "
     "state, state_changed_at, last_shutdown::text AS last_shutdown"
 )
 _CLAIM_ORDER = "priority, scheduled_at, created_at, id"
@@ -99,11 +102,12 @@ WITH moved AS (
 {self.dead_letter_insert("moved")}"""
 
         self.register_worker = f"""
-INSERT INTO {self.workers} (id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at)
-VALUES ($1, $2, $3, $4, $5, 'active', now(), now())
+INSERT INTO {self.workers} (id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at,
+                            job_names)
+VALUES ($1, $2, $3, $4, $5, 'active', now(), now(), $6)
 ON CONFLICT (id) DO UPDATE SET
     hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
-    concurrency = EXCLUDED.concurrency, status = 'active',
+    concurrency = EXCLUDED.concurrency, status = 'active', job_names = EXCLUDED.job_names,
     last_heartbeat = EXCLUDED.last_heartbeat, started_at = EXCLUDED.started_at,
     state = NULL, state_changed_at = NULL, last_shutdown = NULL"""
         self.heartbeat = f"""
@@ -132,6 +136,21 @@ SELECT (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'queued') AS q
 
         self.get_dead = f"SELECT {DEAD_COLUMNS} FROM {dead} WHERE id = $1"
         self.purge_dead = f"DELETE FROM {dead} WHERE id = $1"
+        # $1 known names, $2 age in seconds, $3 last_error. SKIP LOCKED leaves a row
+        # that a claim holds at this moment to that claim; the move is one statement.
+        self.expire_unknown = f"""
+WITH picked AS (
+    SELECT id FROM {jobs}
+    WHERE status = 'queued' AND job_name <> ALL($1::text[])
+      AND created_at < now() - make_interval(secs => $2::float8)
+    FOR UPDATE SKIP LOCKED
+), moved AS (
+    DELETE FROM {jobs} AS j USING picked
+    WHERE j.id = picked.id AND j.status = 'queued'
+    RETURNING j.id, j.job_name, j.args, j.queue, j.attempts, j.max_attempts, j.priority,
+              $3::text AS last_error, '{DeadLetterReason.UNKNOWN_JOB.value}'::text AS reason
+)
+{self.dead_letter_insert("moved")}"""
         # $1 dead-letter id, $2 new id, $3 scheduled_at, $4 channel.
         self.replay_dead = f"""
 WITH revived AS (
@@ -165,8 +184,9 @@ ON CONFLICT (id) DO UPDATE SET
     moved_to_dead_letter_at = EXCLUDED.moved_to_dead_letter_at
 RETURNING id"""
 
-    def claim(self, *, queue_count: int | None) -> str:
-        """The claim statement: one queue (`$5` text), several (`$5` text[]), or all (None).
+    def claim(self, *, queue_count: int | None, by_name: bool = False) -> str:
+        """The claim statement: one queue (`$4` text), several (`$4` text[]), or all (None);
+        with `by_name`, only rows whose `job_name` is in the last parameter (text[]).
 
         The locked selection and the update are one statement, so a row is
         either claimed by exactly one caller or left queued. The filter on
@@ -180,10 +200,15 @@ RETURNING id"""
             queue_filter = "AND queue = $4::text"
         else:
             queue_filter = "AND queue = ANY($4::text[])"
+        # The name test is a plain filter on the rows the claim index yields in
+        # order: rows of other names are passed over, never locked or written.
+        name_filter = ""
+        if by_name:
+            name_filter = f"AND job_name = ANY(${4 if queue_count is None else 5}::text[])"
         return f"""
 WITH picked AS (
     SELECT id FROM {self.jobs}
-    WHERE status = 'queued' AND scheduled_at <= now() {queue_filter}
+    WHERE status = 'queued' AND scheduled_at <= now() {queue_filter} {name_filter}
     ORDER BY {_CLAIM_ORDER}
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -195,7 +220,7 @@ FROM picked
 WHERE j.id = picked.id
 RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
 
-    def list_jobs(self, *, by_queue: bool, by_status: bool) -> str:
+    def list_jobs(self, *, by_queue: bool, by_status: bool, with_results: bool) -> str:
         conditions: list[str] = []
         args = 0
         if by_queue:
@@ -205,8 +230,9 @@ RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
             args += 1
             conditions.append(f"status = ${args}")
         where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+        columns = JOB_COLUMNS if with_results else JOB_COLUMNS_NO_RESULT
         return (
-            f"SELECT {JOB_COLUMNS} FROM {self.jobs} {where} "
+            f"SELECT {columns} FROM {self.jobs} {where} "
             f"ORDER BY created_at DESC, id DESC LIMIT ${args + 1} OFFSET ${args + 2}"
         )
 

@@ -19,7 +19,7 @@ import asyncpg
 from soniq.pagination import activity_buckets, cut, dead_letter_cursor, job_cursor
 from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobPageParams
 from soniq.records import ActivityBucket, DeadLetterPage, JobPage, JobStatus, QueueCounts
-from soniq_postgres.queries import DEAD_COLUMNS, JOB_COLUMNS
+from soniq_postgres.queries import DEAD_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT
 from soniq_postgres.rows import dead_letter_record, job_record, utc
 
 _FIVE = ("queued", "processing", "done", "dead_letter", "cancelled")
@@ -128,7 +128,7 @@ async def job_page(conn: asyncpg.Connection, schema: str, params: JobPageParams)
     if params.before is not None:
         at, last = where.arg(utc(params.before.at)), where.arg(params.before.id)
         where.add(f"(created_at, id) < ({at}::timestamptz, {last}::text)")
-    columns = JOB_COLUMNS if params.include_results else JOB_COLUMNS.replace("result::text", "NULL::text")
+    columns = JOB_COLUMNS if params.include_results else JOB_COLUMNS_NO_RESULT
     limit = max(0, params.limit)
     rows = await conn.fetch(
         f"SELECT {columns} FROM {schema}.soniq_jobs{where.sql()} "

@@ -27,12 +27,62 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def decode_args(text: str | None) -> tuple[dict[str, Any], str | None]:
+    """A row's stored args and, when they cannot be used, why (then the args are empty).
+
+    Rows may be written by other producers or fixed by hand, so nothing in
+    them is trusted: one bad row must not fail the claim or listing it is in.
+    """
+    try:
+        value = _loads(text)
+    except RecursionError:
+        return {}, "args: JSON nested deeper than Python can decode"
+    except ValueError as exc:
+        return {}, f"args: invalid JSON ({exc})"
+    if not isinstance(value, dict):
+        return {}, f"args: a JSON {_json_kind(value)}, not an object"
+    return value, None
+
+
+def decode_value(text: str | None, what: str) -> tuple[Any, str | None]:
+    """Any stored JSON value (a result, a trace context) or None and why it failed."""
+    try:
+        return _loads(text), None
+    except RecursionError:
+        return None, f"{what}: JSON nested deeper than Python can decode"
+    except ValueError as exc:
+        return None, f"{what}: invalid JSON ({exc})"
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def _joined(*problems: str | None) -> str | None:
+    found = [problem for problem in problems if problem]
+    return "; ".join(found) if found else None
+
+
 def job_record(row: Mapping[str, Any]) -> JobRecord:
     started = row["started_at"]
+    args, args_problem = decode_args(row["args"])
+    result, result_problem = decode_value(row["result"], "result")
+    # A trace context only links spans: an unreadable one is dropped, never reported.
+    trace, _ = decode_value(row["trace_context"], "trace context")
+    if not isinstance(trace, dict):
+        trace = None
     return JobRecord(
         id=row["id"],
         job_name=row["job_name"],
-        args=json.loads(row["args"]),
+        args=args,
         status=JobStatus(row["status"]),
         attempts=row["attempts"],
         max_attempts=row["max_attempts"],
@@ -41,20 +91,22 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
         scheduled_at=utc(row["scheduled_at"]),
         last_error=row["last_error"],
         worker_id=row["worker_id"],
-        result=_loads(row["result"]),
+        result=result,
         created_at=utc(row["created_at"]),
         updated_at=utc(row["updated_at"]),
         started_at=None if started is None else utc(started),
-        trace_context=_loads(row["trace_context"]),
+        trace_context=trace,
+        decode_error=_joined(args_problem, result_problem),
     )
 
 
 def dead_letter_record(row: Mapping[str, Any]) -> DeadLetterRecord:
     revived = row["last_resurrection_at"]
+    args, problem = decode_args(row["args"])
     return DeadLetterRecord(
         id=row["id"],
         job_name=row["job_name"],
-        args=json.loads(row["args"]),
+        args=args,
         queue=row["queue"],
         attempts=row["attempts"],
         last_error=row["last_error"],
@@ -64,6 +116,7 @@ def dead_letter_record(row: Mapping[str, Any]) -> DeadLetterRecord:
         last_resurrection_at=None if revived is None else utc(revived),
         max_attempts=row["max_attempts"],
         priority=row["priority"],
+        decode_error=problem,
     )
 
 
@@ -78,10 +131,25 @@ def worker_record(row: Mapping[str, Any]) -> WorkerRecord:
         status=WorkerStatus(row["status"]),
         last_heartbeat=utc(row["last_heartbeat"]),
         started_at=utc(row["started_at"]),
+        job_names=worker_job_names(row["job_names"]),
         state=row.get("state"),
         state_changed_at=None if row.get("state_changed_at") is None else utc(row["state_changed_at"]),
-        last_shutdown=_loads(row.get("last_shutdown")),
+        last_shutdown=_shutdown(row.get("last_shutdown")),
     )
+
+
+def _shutdown(text: str | None) -> dict[str, Any] | None:
+    # A summary this worker cannot read is shown as none rather than failing the workers listing.
+    value, _ = decode_value(text, "last_shutdown")
+    return value if isinstance(value, dict) else None
+
+
+def worker_job_names(text: str | None) -> tuple[str, ...] | None:
+    """The stored list of names; anything unreadable counts as "not reported"."""
+    value, problem = decode_value(text, "job names")
+    if problem is not None or not isinstance(value, list):
+        return None
+    return tuple(str(name) for name in value)
 
 
 def claim_order(record: JobRecord) -> tuple[int, datetime, datetime, str]:

@@ -28,6 +28,7 @@ from soniq.params import (
     DeadLetterJobParams,
     DeadLetterPageParams,
     EnqueueJobsParams,
+    ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -55,6 +56,7 @@ from soniq.params import (
 from soniq.records import (
     ActivityBucket,
     DeadLetterPage,
+    DeadLetterReason,
     DeadLetterRecord,
     JobPage,
     JobRecord,
@@ -97,6 +99,13 @@ def _queue_args(queues: Sequence[str] | None) -> list[str]:
     return ["0", *dict.fromkeys(queues)]
 
 
+def _name_args(job_names: Sequence[str] | None) -> list[str | int]:
+    if job_names is None:
+        return [-1]
+    names = list(dict.fromkeys(job_names))
+    return [len(names), *names]
+
+
 def _rescue_args(rescue: Rescue) -> list[str | int]:
     action = RescueAction(rescue.action)
     if action is RescueAction.DEAD_LETTER and rescue.reason is None:
@@ -123,6 +132,7 @@ class RedisBackend:
         self._scripts: Scripts | None = None
         self._wakeups: WakeupListener | None = None
         self._connect_lock = asyncio.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._claim_generation = 0
         # Names this instance as the holder of the sweep lock between its find and its rescue.
         self._sweeper_token = uuid.uuid4().hex
@@ -146,13 +156,27 @@ class RedisBackend:
 
     # -- lifecycle -----------------------------------------------------------
 
+    def _leave_other_loop(self) -> None:
+        """Forget a client built on another event loop, so the next call reconnects here.
+
+        A script that calls ``asyncio.run`` more than once (or a framework that makes a
+        loop per request) uses one backend from several loops in turn; redis-py's
+        connections and our lock belong to the loop they were made on. That loop has
+        usually ended, so nothing is awaited on it: its sockets are left to the collector."""
+        loop = asyncio.get_running_loop()
+        if self._loop is None or self._loop is loop:
+            return
+        self._client, self._scripts, self._wakeups, self._loop = None, None, None, None
+        self._connect_lock = asyncio.Lock()
+
     async def connect(self) -> None:
+        self._leave_other_loop()
         async with self._connect_lock:
             if self._client is not None:
                 return
             client = self._target.client()
             try:
-                with translated_errors(self._target):
+                with translated_errors(self._target, connecting=True):
                     await client.ping()
                     scripts = Scripts(client, self.keys.prefix)
                     await scripts.load_all()
@@ -162,10 +186,13 @@ class RedisBackend:
                 raise
             self._client, self._scripts = client, scripts
             self._wakeups = WakeupListener(client, self.keys.wakeup_channel)
+            self._claim_generation = 0
+            self._loop = asyncio.get_running_loop()
 
     async def close(self) -> None:
+        self._leave_other_loop()
         wakeups, client = self._wakeups, self._client
-        self._wakeups, self._client, self._scripts = None, None, None
+        self._wakeups, self._client, self._scripts, self._loop = None, None, None, None
         if wakeups is not None:
             await wakeups.close()
         if client is not None:
@@ -221,6 +248,7 @@ class RedisBackend:
         yield batch
 
     async def _ready(self) -> tuple[Redis, Scripts]:
+        self._leave_other_loop()
         if self._client is None:
             await self.connect()
         client, scripts = self._client, self._scripts
@@ -268,12 +296,18 @@ class RedisBackend:
 
     async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
         status_arg = "" if params.status is None else JobStatus(params.status).value
-        rows = await self._list("jobs", params.queue, status_arg, params.limit, params.offset)
+        rows = await self._list(
+            "jobs", params.queue, status_arg, params.limit, params.offset, include_results=params.include_results
+        )
         return [job_record(pairs(row)) for row in rows]
 
-    async def _list(self, kind: str, queue: str | None, status: str, limit: int, offset: int) -> list[Any]:
+    async def _list(
+        self, kind: str, queue: str | None, status: str, limit: int, offset: int, *, include_results: bool = False
+    ) -> list[Any]:
         has_queue = "0" if queue is None else "1"
-        rows = await self._run("list_jobs", kind, queue or "", has_queue, status, max(offset, 0), limit)
+        rows = await self._run(
+            "list_jobs", kind, queue or "", has_queue, status, max(offset, 0), limit, "1" if include_results else "0"
+        )
         return cast(list[Any], rows)
 
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
@@ -285,6 +319,9 @@ class RedisBackend:
         queues, limit = params.queues, params.limit
         if limit <= 0 or (queues is not None and not queues):
             return []
+        if params.job_names is not None and not params.job_names:
+            return []
+        self._leave_other_loop()
         if self._wakeups is not None:
             # Read before claiming: a wake-up that lands while we claim must
             # still cut the next wait short.
@@ -295,6 +332,7 @@ class RedisBackend:
             params.worker_id,
             limit,
             "1" if params.mark_started else "0",
+            *_name_args(params.job_names),
             *_queue_args(queues),
         )
         return [job_record(pairs(row)) for row in rows]
@@ -341,6 +379,7 @@ class RedisBackend:
             worker.pid,
             json.dumps(queues),
             worker.concurrency,
+            "" if worker.job_names is None else dumps(list(worker.job_names)),
         )
 
     async def heartbeat(self, params: HeartbeatParams, /) -> bool:
@@ -372,6 +411,17 @@ class RedisBackend:
         written = await self._run("rescue", self._sweeper_token, len(params.rescues), *args)
         return {str(job_id) for job_id in written}
 
+    async def expire_unknown_jobs(self, params: ExpireUnknownJobsParams, /) -> set[str]:
+        older_than_us = max(0, round(params.older_than * 1_000_000))
+        moved = await self._run(
+            "expire_unknown",
+            older_than_us,
+            params.error,
+            DeadLetterReason.UNKNOWN_JOB.value,
+            *dict.fromkeys(params.known_names),
+        )
+        return {str(job_id) for job_id in moved}
+
     # -- observation -----------------------------------------------------------------
 
     async def queue_stats(self, params: QueueStatsParams, /) -> QueueStats:
@@ -392,17 +442,21 @@ class RedisBackend:
         if timeout <= 0:
             return
         await self._ready()
-        assert self._wakeups is not None
-        await self._wakeups.start(ready_timeout=min(timeout, 2.0))
+        # Held locally: `close()` may run while this waits (a run-once worker closes
+        # the backend as it exits) and clears the attribute under our feet.
+        wakeups = self._wakeups
+        if wakeups is None:
+            return
+        await wakeups.start(ready_timeout=min(timeout, 2.0))
         # A row scheduled for later publishes nothing when it becomes due, so
         # wake up in time for the earliest one.
         with contextlib.suppress(SoniqError):
             due_in_us = await self._run("next_due", *_queue_args(queues))
             if due_in_us is not None and 0 < int(due_in_us) < timeout * 1_000_000:
                 timeout = int(due_in_us) / 1_000_000
-        await self._wakeups.wait(queues=queues, timeout=timeout, since=self._claim_generation)
+        await wakeups.wait(queues=queues, timeout=timeout, since=self._claim_generation)
         # What woke this wait must not cut the next one short too.
-        self._claim_generation = self._wakeups.generation
+        self._claim_generation = wakeups.generation
 
     # -- dead letters ----------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError
+from soniq.redaction import redact_text, redact_url
 
 SCHEMES = ("redis", "rediss")
 DEFAULT_PORT = 6379
@@ -53,7 +54,13 @@ class DuplicateJobError(SoniqError, ValueError):
     """An insert named a job id that already exists."""
 
 
-@dataclass(frozen=True, slots=True)
+TLS_HINT = (
+    "; this is a rediss:// (TLS) URL: a TLS handshake with a server that does not speak TLS "
+    "never completes, which is the likely cause (use redis:// for a plain server, or the server's TLS port)"
+)
+
+
+@dataclass(frozen=True, slots=True, repr=False)
 class RedisTarget:
     """A parsed ``redis://`` or ``rediss://`` URL and the options for the client."""
 
@@ -68,6 +75,10 @@ class RedisTarget:
     def where(self) -> str:
         return f"{self.host}:{self.port}"
 
+    def __repr__(self) -> str:
+        # Reprs end up in tracebacks and error trackers: never with the password.
+        return f"RedisTarget({redact_url(self.url)!r}, db={self.db}, tls={self.tls})"
+
     @classmethod
     def parse(cls, url: str, options: Mapping[str, Any]) -> RedisTarget:
         unknown = sorted(set(options) - set(ACCEPTED_OPTIONS))
@@ -80,15 +91,17 @@ class RedisTarget:
             parts = urlsplit(url)
             port = parts.port or DEFAULT_PORT
         except ValueError as exc:
-            raise InvalidURLError(f"invalid Redis URL {url!r}: {exc}") from None
+            raise InvalidURLError(f"invalid Redis URL {redact_url(url)!r}: {redact_text(str(exc))}") from None
         scheme = parts.scheme.lower()
         if scheme not in SCHEMES:
-            raise InvalidURLError(f"invalid Redis URL {url!r}: expected redis://host:port/db or rediss://")
+            raise InvalidURLError(f"invalid Redis URL {redact_url(url)!r}: expected redis://host:port/db or rediss://")
         path = parts.path.strip("/")
         try:
             db = int(path) if path else 0
         except ValueError:
-            raise InvalidURLError(f"invalid Redis URL {url!r}: the path must be a database number") from None
+            raise InvalidURLError(
+                f"invalid Redis URL {redact_url(url)!r}: the path must be a database number"
+            ) from None
         from_query: dict[str, Any] = {}
         kept: list[tuple[str, str]] = []
         for key, value in parse_qsl(parts.query, keep_blank_values=True):
@@ -99,7 +112,8 @@ class RedisTarget:
                 from_query[key] = _OPTION_TYPES[key](value)
             except ValueError:
                 raise InvalidURLError(
-                    f"invalid Redis URL {url!r}: option {key}={value!r} must be a {_OPTION_TYPES[key].__name__}"
+                    f"invalid Redis URL {redact_url(url)!r}: option {key}={value!r} "
+                    f"must be a {_OPTION_TYPES[key].__name__}"
                 ) from None
         merged = {**ACCEPTED_OPTIONS, **from_query, **options}
         return cls(
@@ -133,13 +147,22 @@ def is_connection_failure(exc: BaseException) -> bool:
     return isinstance(exc, (RedisConnectionError, RedisTimeoutError, OSError))
 
 
+def _timed_out(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return isinstance(exc, (RedisTimeoutError, TimeoutError)) or "timeout" in text or "timed out" in text
+
+
 @contextlib.contextmanager
-def translated_errors(target: RedisTarget) -> Iterator[None]:
-    """Driver errors as Soniq errors: unreachable server, refused status, duplicate id."""
+def translated_errors(target: RedisTarget, *, connecting: bool = False) -> Iterator[None]:
+    """Driver errors as Soniq errors: unreachable server, refused status, duplicate id.
+
+    With `connecting`, a TLS target that times out (or fails its handshake) says why that
+    usually happens, instead of a bare "Timeout"."""
     try:
         yield
     except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-        raise BackendUnavailableError(f"Redis at {target.where} is unavailable: {exc}") from exc
+        hint = TLS_HINT if connecting and target.tls and (_timed_out(exc) or "ssl" in str(exc).lower()) else ""
+        raise BackendUnavailableError(f"Redis at {target.where} is unavailable: {redact_text(str(exc))}{hint}") from exc
     except ResponseError as exc:
         message = str(exc)
         if message.startswith("SONIQ_STATUS"):

@@ -51,13 +51,49 @@ def text_map(fields: Mapping[Any, Any]) -> dict[str, str]:
     return {str(key): str(value) for key, value in fields.items()}
 
 
+def _decode(text: str, what: str) -> tuple[Any, str | None]:
+    """JSON text as a value and None, or None and what is wrong with it; never raises."""
+    try:
+        return json.loads(text), None
+    except RecursionError:
+        return None, f"{what} are nested too deeply to decode"
+    except ValueError as exc:
+        return None, f"{what} are not valid JSON: {exc}"
+
+
+def decode_args(text: str | None) -> tuple[dict[str, Any], str | None]:
+    """A hash's `args` field as a dict, or ``{}`` and the reason it is unusable.
+
+    Another producer or a hand fix may have written anything there; one such
+    row must never fail the claim or listing that returns it with others."""
+    if text is None:
+        return {}, "args are missing from the stored row"
+    value, error = _decode(text, "args")
+    if error is not None:
+        return {}, error
+    if not isinstance(value, dict):
+        return {}, f"args must be a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _join(*errors: str | None) -> str | None:
+    found = [error for error in errors if error is not None]
+    return "; ".join(found) if found else None
+
+
 def job_record(fields: Mapping[str, str]) -> JobRecord:
-    trace = fields.get("trace_context")
-    result = fields.get("result")
+    trace_text = fields.get("trace_context")
+    result_text = fields.get("result")
+    args, args_error = decode_args(fields.get("args"))
+    result, result_error = (None, None) if result_text is None else _decode(result_text, "result")
+    trace = None if trace_text is None else _decode(trace_text, "trace context")[0]
+    if not isinstance(trace, dict):
+        # A broken trace context costs only the link to the producer's trace, not the row.
+        trace = None
     return JobRecord(
         id=fields["id"],
         job_name=fields["job_name"],
-        args=json.loads(fields["args"]),
+        args=args,
         status=JobStatus(fields["status"]),
         attempts=int(fields["attempts"]),
         max_attempts=int(fields["max_attempts"]),
@@ -66,19 +102,21 @@ def job_record(fields: Mapping[str, str]) -> JobRecord:
         scheduled_at=from_micros(fields["scheduled_at"]),
         last_error=fields.get("last_error"),
         worker_id=fields.get("worker_id"),
-        result=None if result is None else json.loads(result),
+        result=result,
         created_at=from_micros(fields["created_at"]),
         updated_at=from_micros(fields["updated_at"]),
         started_at=_optional_time(fields, "started_at"),
-        trace_context=None if trace is None else json.loads(trace),
+        trace_context=trace,
+        decode_error=_join(args_error, result_error),
     )
 
 
 def dead_letter_record(fields: Mapping[str, str]) -> DeadLetterRecord:
+    args, args_error = decode_args(fields.get("args"))
     return DeadLetterRecord(
         id=fields["id"],
         job_name=fields["job_name"],
-        args=json.loads(fields["args"]),
+        args=args,
         queue=fields["queue"],
         attempts=int(fields["attempts"]),
         last_error=fields.get("last_error"),
@@ -88,11 +126,20 @@ def dead_letter_record(fields: Mapping[str, str]) -> DeadLetterRecord:
         last_resurrection_at=_optional_time(fields, "last_resurrection_at"),
         max_attempts=int(fields["max_attempts"]),
         priority=int(fields["priority"]),
+        decode_error=args_error,
     )
+
+
+def _shutdown(text: str | None) -> dict[str, Any] | None:
+    # A summary this worker cannot read is shown as none rather than failing the workers listing.
+    value, _ = (None, None) if text is None else _decode(text, "last_shutdown")
+    return value if isinstance(value, dict) else None
 
 
 def worker_record(fields: Mapping[str, str]) -> WorkerRecord:
     queues = json.loads(fields["queues"])
+    names_text = fields.get("job_names")
+    names = None if names_text is None else json.loads(names_text)
     return WorkerRecord(
         id=fields["id"],
         hostname=fields["hostname"],
@@ -102,7 +149,8 @@ def worker_record(fields: Mapping[str, str]) -> WorkerRecord:
         status=WorkerStatus(fields["status"]),
         last_heartbeat=from_micros(fields["last_heartbeat"]),
         started_at=from_micros(fields["started_at"]),
+        job_names=None if names is None else tuple(names),
         state=fields.get("state"),
         state_changed_at=_optional_time(fields, "state_changed_at"),
-        last_shutdown=json.loads(fields["last_shutdown"]) if "last_shutdown" in fields else None,
+        last_shutdown=_shutdown(fields.get("last_shutdown")),
     )

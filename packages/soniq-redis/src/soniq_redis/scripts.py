@@ -33,6 +33,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "list_jobs",
     "queue_stats",
     "next_due",
+    "expire_unknown",
     "job_counts",
 )
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -11,7 +13,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from soniq.backend import BackendCapabilities
-from soniq.errors import SoniqError
+from soniq.errors import BackendUnavailableError, InvalidURLError, JobArgumentsError, SoniqError
 from soniq.params import (
     CancelJobParams,
     ClaimJobsParams,
@@ -19,6 +21,7 @@ from soniq.params import (
     DeadLetterJobParams,
     DeadLetterPageParams,
     EnqueueJobsParams,
+    ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -69,12 +72,12 @@ from soniq_sqlite.codec import (
 )
 from soniq_sqlite.connection import Database, Synchronous
 from soniq_sqlite.location import MEMORY, DatabaseLocation, namespaced, parse_sqlite_url, validate_namespace
-from soniq_sqlite.schema import DEAD_LETTER_COLUMNS, JOB_COLUMNS, WORKER_COLUMNS
+from soniq_sqlite.schema import DEAD_LETTER_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT, WORKER_COLUMNS
 from soniq_sqlite.schema_setup import drop_schema, ensure_schema, upgrade_schema
 from soniq_sqlite.wakeup import Wakeups
 
 DEFAULT_BUSY_TIMEOUT = 5.0
-OPTIONS = ("namespace", "busy_timeout", "synchronous")
+OPTIONS = ("namespace", "busy_timeout", "synchronous", "create_if_missing")
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("off", "normal", "full", "extra")
 
 _INSERT_JOB = (
@@ -85,6 +88,8 @@ _OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
 # Values bound per statement, under the 32766 variables SQLite allows by default
 # since 3.32 (this backend needs 3.35), so a worker's whole completion batch is one statement.
 _VALUES_PER_STATEMENT = 32_000
+# Beyond this many names a name filter binds one JSON array (json_each) instead of one value each.
+_INLINE_NAMES = 500
 
 T = TypeVar("T")
 
@@ -106,6 +111,7 @@ class SQLiteBackend:
         namespace: str | None = None,
         busy_timeout: float = DEFAULT_BUSY_TIMEOUT,
         synchronous: str = "normal",
+        create_if_missing: bool = True,
     ) -> None:
         namespace = validate_namespace(namespace)
         target = os.fspath(database)
@@ -116,6 +122,7 @@ class SQLiteBackend:
             self.location,
             busy_timeout=_check_busy_timeout(busy_timeout),
             synchronous=_check_synchronous(synchronous),
+            create_if_missing=_check_bool("create_if_missing", create_if_missing),
         )
         self._wakeups = Wakeups()
         self._last_created = 0
@@ -129,16 +136,25 @@ class SQLiteBackend:
     @classmethod
     def from_url(cls, url: str, **options: Any) -> SQLiteBackend:
         """Build a backend for ``sqlite:///relative.db``, ``sqlite:////abs.db`` or
-        ``sqlite:///:memory:``; opens nothing. Options: ``namespace``,
-        ``busy_timeout`` (seconds), ``synchronous`` (off, normal, full, extra)."""
+        ``sqlite:///:memory:``; opens nothing. Options (keyword, or URL query
+        parameter; a keyword wins): ``namespace``, ``busy_timeout`` (seconds),
+        ``synchronous`` (off, normal, full, extra), ``create_if_missing``
+        (default true; false makes a missing file an error instead of a new queue)."""
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise TypeError(
                 f"SQLiteBackend.from_url() got unknown option(s) {', '.join(map(repr, unknown))}; "
                 f"accepted options: {', '.join(OPTIONS)}"
             )
-        location = parse_sqlite_url(url)
-        return cls(location.target, **options)
+        location, from_query = parse_sqlite_url(url, OPTIONS)
+        merged: dict[str, Any] = {}
+        try:
+            for name, text in from_query.items():
+                merged[name] = _from_query(name, text)
+        except ValueError as exc:
+            raise InvalidURLError(f"invalid SQLite URL {url!r}: {exc}") from None
+        merged.update(options)
+        return cls(location.target, **merged)
 
     def __repr__(self) -> str:
         return f"SQLiteBackend({self.location.target!r})"
@@ -223,8 +239,10 @@ class SQLiteBackend:
         await self.connect()
         status = params.status
         where, values = _filters(queue=params.queue, status=None if status is None else JobStatus(status).value)
+        # Without results the column is never read: a large result costs a listing nothing.
+        columns = JOB_COLUMNS if params.include_results else JOB_COLUMNS_NO_RESULT
         rows = await self._db.fetchall(
-            f"SELECT {JOB_COLUMNS} FROM soniq_jobs{where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+            f"SELECT {columns} FROM soniq_jobs{where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
             (*values, max(0, params.limit), max(0, params.offset)),
         )
         return [job_from_row(row) for row in rows]
@@ -240,8 +258,8 @@ class SQLiteBackend:
     # -- the claim path ----------------------------------------------------
 
     async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
-        queues, limit = params.queues, params.limit
-        if limit <= 0 or (queues is not None and not queues):
+        queues, limit, names = params.queues, params.limit, params.job_names
+        if limit <= 0 or (queues is not None and not queues) or (names is not None and not names):
             return []
         await self.connect()
         now = now_us()
@@ -250,6 +268,11 @@ class SQLiteBackend:
         if queues is not None:
             queue_params = tuple(dict.fromkeys(queues))
             queue_clause = f" AND queue IN ({', '.join('?' for _ in queue_params)})"
+        if names is not None:
+            # A filter on the rows the claim index yields in order: other names are passed over untouched.
+            name_clause, name_params = _name_filter(names, negate=False)
+            queue_clause += f" AND {name_clause}"
+            queue_params = (*queue_params, *name_params)
         # One statement: it takes the write lock before reading, so the rows the
         # subquery picks cannot be picked by any other connection meanwhile.
         rows = await self._db.fetchall(
@@ -280,8 +303,16 @@ class SQLiteBackend:
     async def complete_jobs(self, params: CompleteJobsParams, /) -> set[str]:
         if not params.results:
             return set()
-        # Encoded before anything is written: a result that is not JSON fails the call, not half a batch.
-        pairs = [(r.job_id, dump_optional_json(r.result, what="the job's result")) for r in params.results]
+        # A result that cannot be stored is left out (not reported as written, so
+        # core settles that row); it never costs the rest of the batch.
+        pairs: list[tuple[str, str | None]] = []
+        for r in params.results:
+            try:
+                pairs.append((r.job_id, dump_optional_json(r.result, what="the job's result")))
+            except JobArgumentsError:
+                continue
+        if not pairs:
+            return set()
         await self.connect()
         now, worker_id = now_us(), params.worker_id
         statements = []
@@ -292,17 +323,40 @@ class SQLiteBackend:
                 "AND soniq_jobs.status = 'processing' AND soniq_jobs.worker_id = ? RETURNING soniq_jobs.id"
             )
             statements.append((sql, (now, *(value for pair in chunk for value in pair), worker_id)))
-        if len(statements) == 1:
-            # One statement is atomic on its own: no BEGIN and COMMIT round trips on the hot path.
-            return {str(row[0]) for row in await self._db.fetchall(*statements[0])}
+        try:
+            if len(statements) == 1:
+                # One statement is atomic on its own: no BEGIN and COMMIT round trips on the hot path.
+                return {str(row[0]) for row in await self._db.fetchall(*statements[0])}
 
-        async def every_chunk(conn: aiosqlite.Connection) -> set[str]:
-            written: set[str] = set()
-            for sql, values in statements:
-                written.update(str(row[0]) for row in await conn.execute_fetchall(sql, values))
-            return written
+            async def every_chunk(conn: aiosqlite.Connection) -> set[str]:
+                written: set[str] = set()
+                for sql, values in statements:
+                    written.update(str(row[0]) for row in await conn.execute_fetchall(sql, values))
+                return written
 
-        return await self._db.transaction(every_chunk)
+            return await self._db.transaction(every_chunk)
+        except BackendUnavailableError:
+            raise
+        except (sqlite3.Error, ValueError, OverflowError):
+            return await self._complete_one_by_one(pairs, now, worker_id)
+
+    async def _complete_one_by_one(self, pairs: list[tuple[str, str | None]], now: int, worker_id: str) -> set[str]:
+        """The batch failed for a reason other than the store being gone: write the
+        rows the store accepts; each bad one stays `processing` for core to settle."""
+        written: set[str] = set()
+        for job_id, result in pairs:
+            try:
+                rows = await self._db.fetchall(
+                    "UPDATE soniq_jobs SET status = 'done', result = ?, worker_id = NULL, updated_at = ? "
+                    "WHERE id = ? AND status = 'processing' AND worker_id = ? RETURNING id",
+                    (result, now, job_id, worker_id),
+                )
+            except BackendUnavailableError:
+                raise
+            except (sqlite3.Error, ValueError, OverflowError):
+                continue
+            written.update(str(row[0]) for row in rows)
+        return written
 
     async def retry_job(self, params: RetryJobParams, /) -> bool:
         await self.connect()
@@ -350,10 +404,11 @@ class SQLiteBackend:
         await self.connect()
         worker, now = params.worker, now_us()
         queues = None if worker.queues is None else dump_json(list(worker.queues), what="worker queues")
+        names = None if worker.job_names is None else dump_json(list(worker.job_names), what="worker job names")
         await self._db.execute(
             "INSERT OR REPLACE INTO soniq_workers (id, hostname, pid, queues, concurrency, status, "
-            "last_heartbeat, started_at) VALUES (?, ?, ?, ?, ?, 'active', ?, ?)",
-            (worker.id, worker.hostname, worker.pid, queues, worker.concurrency, now, now),
+            "last_heartbeat, started_at, job_names) VALUES (?, ?, ?, ?, ?, 'active', ?, ?, ?)",
+            (worker.id, worker.hostname, worker.pid, queues, worker.concurrency, now, now, names),
         )
 
     async def heartbeat(self, params: HeartbeatParams, /) -> bool:
@@ -412,6 +467,16 @@ class SQLiteBackend:
         if any(r.job_id in written and r.action is not RescueAction.DEAD_LETTER for r in rescues):
             self._wakeups.notify_all()
         return written
+
+    async def expire_unknown_jobs(self, params: ExpireUnknownJobsParams, /) -> set[str]:
+        await self.connect()
+        cutoff = now_us() - int(max(float(params.older_than), 0.0) * 1_000_000)
+        known = list(dict.fromkeys(params.known_names))
+
+        async def body(conn: aiosqlite.Connection) -> set[str]:
+            return await transitions.expire_unknown(conn, known_names=known, cutoff=cutoff, error=params.error)
+
+        return await self._db.transaction(body)
 
     # -- observation -------------------------------------------------------
 
@@ -501,6 +566,15 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
+def _name_filter(names: Sequence[str], *, negate: bool) -> tuple[str, tuple[str, ...]]:
+    """``job_name IN (...)`` (or NOT IN) for `names`, within SQLite's bound-variable limit."""
+    unique = tuple(dict.fromkeys(names))
+    operator = "NOT IN" if negate else "IN"
+    if len(unique) <= _INLINE_NAMES:
+        return f"job_name {operator} ({', '.join('?' for _ in unique)})", unique
+    return f"job_name {operator} (SELECT value FROM json_each(?))", (json.dumps(list(unique)),)
+
+
 def _filters(*, queue: str | None = None, status: str | None = None) -> tuple[str, tuple[str, ...]]:
     clauses, params = [], []
     if queue is not None:
@@ -521,6 +595,30 @@ def _check_busy_timeout(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < float(value) < 86_400:
         raise ValueError(f"busy_timeout must be a number of seconds greater than 0, got {value!r}")
     return float(value)
+
+
+def _check_bool(option: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{option} must be True or False, got {value!r}")
+    return value
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _from_query(name: str, text: str) -> Any:
+    """A URL query parameter as the keyword option of the same name takes it."""
+    if name == "busy_timeout":
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"busy_timeout expects a number of seconds, got {text!r}") from None
+    if name == "create_if_missing":
+        lowered = text.strip().lower()
+        if lowered in _TRUE + _FALSE:
+            return lowered in _TRUE
+        raise ValueError(f"create_if_missing expects true or false, got {text!r}")
+    return text
 
 
 def _check_synchronous(value: object) -> Synchronous:

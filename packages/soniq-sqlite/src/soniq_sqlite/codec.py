@@ -39,9 +39,14 @@ def from_us_or_none(value: int | None) -> datetime | None:
 
 def dump_json(value: Any, *, what: str) -> str:
     try:
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        # sqlite3 binds text as UTF-8: a lone surrogate would fail inside the write.
+        text.encode("utf-8")
+    except RecursionError:
+        raise JobArgumentsError(f"{what} cannot be stored as JSON: nested too deeply") from None
     except (TypeError, ValueError) as exc:
         raise JobArgumentsError(f"{what} cannot be stored as JSON: {exc}") from exc
+    return text
 
 
 def dump_args(args: Mapping[str, Any]) -> str:
@@ -56,13 +61,61 @@ def load_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+def decode_args(text: Any) -> tuple[dict[str, Any], str | None]:
+    """A row's stored args and, when they cannot be used, why (then the args are empty).
+
+    Rows may be written by other producers or fixed by hand, so nothing in
+    them is trusted: one bad row must not fail the claim or listing it is in.
+    """
+    value, problem = decode_value(text, "args")
+    if problem is not None:
+        return {}, problem
+    if not isinstance(value, dict):
+        return {}, f"args: a JSON {_json_kind(value)}, not an object"
+    return value, None
+
+
+def decode_value(text: Any, what: str) -> tuple[Any, str | None]:
+    """Any stored JSON value, or None and why it could not be decoded."""
+    if text is None:
+        return None, None
+    if not isinstance(text, str | bytes):
+        return None, f"{what}: stored as {type(text).__name__}, not JSON text"
+    try:
+        return json.loads(text), None
+    except RecursionError:
+        return None, f"{what}: JSON nested deeper than Python can decode"
+    except ValueError as exc:
+        return None, f"{what}: invalid JSON ({exc})"
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def _joined(*problems: str | None) -> str | None:
+    found = [problem for problem in problems if problem]
+    return "; ".join(found) if found else None
+
+
 def job_from_row(row: Row) -> JobRecord:
     """A row selected with `schema.JOB_COLUMNS`, in that order."""
-    trace = row[15]
+    args, args_problem = decode_args(row[2])
+    result, result_problem = decode_value(row[11], "result")
+    # A trace context only links spans: an unreadable one is dropped, never reported.
+    trace, _ = decode_value(row[15], "trace context")
     return JobRecord(
         id=row[0],
         job_name=row[1],
-        args=json.loads(row[2]),
+        args=args,
         status=JobStatus(row[3]),
         attempts=row[4],
         max_attempts=row[5],
@@ -71,20 +124,22 @@ def job_from_row(row: Row) -> JobRecord:
         scheduled_at=from_us(row[8]),
         last_error=row[9],
         worker_id=row[10],
-        result=None if row[11] is None else json.loads(row[11]),
+        result=result,
         created_at=from_us(row[12]),
         updated_at=from_us(row[13]),
         started_at=from_us_or_none(row[14]),
-        trace_context=None if trace is None else json.loads(trace),
+        trace_context=trace if isinstance(trace, dict) else None,
+        decode_error=_joined(args_problem, result_problem),
     )
 
 
 def dead_letter_from_row(row: Row) -> DeadLetterRecord:
     """A row selected with `schema.DEAD_LETTER_COLUMNS`, in that order."""
+    args, problem = decode_args(row[2])
     return DeadLetterRecord(
         id=row[0],
         job_name=row[1],
-        args=json.loads(row[2]),
+        args=args,
         queue=row[3],
         attempts=row[4],
         last_error=row[5],
@@ -94,12 +149,15 @@ def dead_letter_from_row(row: Row) -> DeadLetterRecord:
         last_resurrection_at=from_us_or_none(row[9]),
         max_attempts=row[10],
         priority=row[11],
+        decode_error=problem,
     )
 
 
 def worker_from_row(row: Row) -> WorkerRecord:
     """A row selected with `schema.WORKER_COLUMNS`, in that order."""
     queues = row[3]
+    names, problem = decode_value(row[8], "job names")
+    shutdown, _ = decode_value(row[11], "last_shutdown")
     return WorkerRecord(
         id=row[0],
         hostname=row[1],
@@ -109,9 +167,11 @@ def worker_from_row(row: Row) -> WorkerRecord:
         status=WorkerStatus(row[5]),
         last_heartbeat=from_us(row[6]),
         started_at=from_us(row[7]),
-        state=row[8] if len(row) > 8 else None,
-        state_changed_at=from_us_or_none(row[9]) if len(row) > 9 else None,
-        last_shutdown=load_json(row[10]) if len(row) > 10 else None,
+        # Anything unreadable counts as "not reported".
+        job_names=tuple(map(str, names)) if problem is None and isinstance(names, list) else None,
+        state=row[9],
+        state_changed_at=from_us_or_none(row[10]),
+        last_shutdown=shutdown if isinstance(shutdown, dict) else None,
     )
 
 

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import sqlite3
+import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -68,10 +70,19 @@ def is_busy(exc: BaseException) -> bool:
 class Database:
     """The connection of one backend instance to one SQLite database."""
 
-    def __init__(self, location: DatabaseLocation, *, busy_timeout: float, synchronous: Synchronous) -> None:
+    def __init__(
+        self,
+        location: DatabaseLocation,
+        *,
+        busy_timeout: float,
+        synchronous: Synchronous,
+        create_if_missing: bool = True,
+    ) -> None:
         self.location = location
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous
+        self.create_if_missing = create_if_missing
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._conn: aiosqlite.Connection | None = None
         self._lock: asyncio.Lock | None = None
         self._open_lock: asyncio.Lock | None = None
@@ -86,6 +97,7 @@ class Database:
 
     async def open(self) -> bool:
         """Open the connection unless it is open; True when this call opened it."""
+        self._follow_loop()
         if self._conn is not None:
             return False
         if self._open_lock is None:
@@ -105,7 +117,9 @@ class Database:
             )
         self._check_path()
         try:
-            conn = await aiosqlite.connect(self.location.target, timeout=self.busy_timeout, isolation_level=None)
+            pending = aiosqlite.connect(self.location.target, timeout=self.busy_timeout, isolation_level=None)
+            _daemonize(pending)
+            conn = await pending
         except sqlite3.Error as exc:
             raise self._unavailable(exc, "cannot be opened") from exc
         try:
@@ -127,6 +141,27 @@ class Database:
             )
         if path.is_dir():
             raise BackendUnavailableError(f"{self.location.describe()} is a directory, not a database file")
+        if path.is_symlink() and not path.exists():
+            raise BackendUnavailableError(
+                f"{self.location.describe()} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                "Soniq does not create a database through a dangling link (remove the link or create its target)"
+            )
+        if path.exists():
+            return
+        if not self.create_if_missing:
+            raise BackendUnavailableError(
+                f"{self.location.describe()} does not exist (create_if_missing=False); run `soniq setup` "
+                "or point the URL at the queue's file"
+            )
+        # Job arguments and results are private to the application: create the
+        # file 0600 before SQLite opens it (its -wal and -shm files copy the mode).
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o600)
+        except FileExistsError:
+            return  # another process created it first
+        except OSError as exc:
+            raise BackendUnavailableError(f"{self.location.describe()} cannot be created: {exc}") from exc
+        os.close(fd)
 
     async def _configure(self, conn: aiosqlite.Connection) -> None:
         for attempt in range(_BUSY_RETRIES + 1):
@@ -151,7 +186,33 @@ class Database:
                     raise
                 await asyncio.sleep(_backoff(attempt))
 
+    def _follow_loop(self) -> None:
+        """Start afresh when called from another event loop than the connection's.
+
+        The locks and the pending group commit belong to the loop that made
+        them; after that loop ended (a script's second ``asyncio.run``) they
+        would hang or fail. One identity check per call; on a change the old
+        connection is stopped on its own thread, unawaited, and the next call
+        reconnects.
+        """
+        loop = asyncio.get_running_loop()
+        if loop is self._loop:
+            return
+        previous, self._loop = self._loop, loop
+        if previous is None:
+            return
+        conn, self._conn = self._conn, None
+        self._lock = None
+        self._open_lock = None
+        self._flusher = None
+        # Their callers' loop is gone; nobody is left to read the outcome.
+        self._pending = []
+        if conn is not None:
+            # Closes the sqlite3 connection (rolling back anything left open) and ends the thread.
+            conn.stop()
+
     async def close(self) -> None:
+        self._follow_loop()
         if self._flusher is not None and not self._flusher.done():
             await asyncio.shield(self._flusher)
         conn, self._conn = self._conn, None
@@ -163,8 +224,8 @@ class Database:
         try:
             try:
                 await conn.execute("PRAGMA optimize")
-            except sqlite3.Error:
-                pass
+            except (sqlite3.Error, ValueError):
+                pass  # already closed under us; nothing to tidy
             await conn.close()
         finally:
             if lock is not None:
@@ -214,7 +275,7 @@ class Database:
 
             async def body(
                 conn: aiosqlite.Connection, statements: list[tuple[str, Sequence[Any]]] = statements
-            ) -> list[int | sqlite3.Error]:
+            ) -> list[int | Exception]:
                 runner = _raw_runner(conn)
                 if runner is None:
                     return [(await conn.execute(sql, parameters)).rowcount for sql, parameters in statements]
@@ -238,6 +299,8 @@ class Database:
                     continue
                 if isinstance(outcome, sqlite3.Error):
                     future.set_exception(self.translate(outcome))
+                elif isinstance(outcome, Exception):
+                    future.set_exception(outcome)
                 else:
                     future.set_result(outcome)
 
@@ -299,7 +362,10 @@ class Database:
                             raise
                         raise translated from exc
                 except ValueError as exc:
-                    # aiosqlite's "Connection closed": close() ran under our feet.
+                    # Only aiosqlite's "Connection closed" (close() ran under our feet) means
+                    # the store is gone; an encoding error is the caller's value, as it is.
+                    if not _is_closed_error(exc, conn):
+                        raise
                     raise BackendUnavailableError(f"{self.location.describe()}: {exc}") from exc
                 await asyncio.sleep(_backoff(attempt))
         raise AssertionError("unreachable")  # pragma: no cover
@@ -316,6 +382,8 @@ class Database:
         code = _primary_code(exc)
         if code in _UNAVAILABLE_CODES or isinstance(exc, sqlite3.InterfaceError):
             return self._unavailable(exc, "is unusable")
+        if isinstance(exc, sqlite3.ProgrammingError) and "closed" in str(exc).lower():
+            return self._unavailable(exc, "was closed")
         return exc
 
     def _unavailable(self, exc: sqlite3.Error, what: str) -> BackendUnavailableError:
@@ -342,15 +410,13 @@ def _raw_runner(conn: aiosqlite.Connection) -> Callable[[Callable[[sqlite3.Conne
     return run
 
 
-def _write_batch(
-    conn: sqlite3.Connection, statements: Sequence[tuple[str, Sequence[Any]]]
-) -> list[int | sqlite3.Error]:
+def _write_batch(conn: sqlite3.Connection, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[int | Exception]:
     """Runs on aiosqlite's thread: every statement in one transaction, each with its own outcome."""
     if len(statements) == 1:
         sql, parameters = statements[0]
         return [conn.execute(sql, parameters).rowcount]
     conn.execute("BEGIN IMMEDIATE")
-    outcomes: list[int | sqlite3.Error] = []
+    outcomes: list[int | Exception] = []
     try:
         for sql, parameters in statements:
             try:
@@ -361,12 +427,35 @@ def _write_batch(
                 if is_busy(exc) or not conn.in_transaction:
                     raise
                 outcomes.append(exc)
+            except (ValueError, OverflowError) as exc:
+                # A parameter sqlite3 cannot bind (a lone surrogate, an integer
+                # beyond 64 bits): that statement never ran; the others stand.
+                outcomes.append(exc)
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
     return outcomes
+
+
+def _daemonize(conn: aiosqlite.Connection) -> None:
+    """Make the not yet started aiosqlite thread a daemon.
+
+    Its thread is not a daemon, and it waits for work forever: a program that
+    forgot ``close()`` would hang at exit. What the thread holds is committed
+    or rolled back by SQLite itself when the process ends.
+    """
+    thread = getattr(conn, "_thread", conn)
+    if isinstance(thread, threading.Thread) and not thread.is_alive():
+        thread.daemon = True
+
+
+def _is_closed_error(exc: ValueError, conn: aiosqlite.Connection) -> bool:
+    if isinstance(exc, UnicodeError):
+        return False
+    message = str(exc).lower()
+    return "closed" in message or "no active connection" in message or not getattr(conn, "_running", True)
 
 
 def _backoff(attempt: int) -> float:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from soniq.errors import InvalidURLError
+from soniq.redaction import redact_url
 
 MEMORY = ":memory:"
 _NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,62}$")
@@ -35,17 +36,20 @@ class DatabaseLocation:
         return "the in-memory SQLite database" if self.path is None else f"SQLite database file {self.path}"
 
 
-def parse_sqlite_url(url: str) -> DatabaseLocation:
-    """Read ``sqlite:///relative.db``, ``sqlite:////absolute.db`` or ``sqlite:///:memory:``.
+def parse_sqlite_url(url: str, accepted: tuple[str, ...] = ()) -> tuple[DatabaseLocation, dict[str, str]]:
+    """Read ``sqlite:///relative.db``, ``sqlite:////absolute.db`` or ``sqlite:///:memory:``,
+    and the query parameters named in `accepted` (any other is an error).
 
     As in SQLAlchemy, three slashes mean a path relative to the working
     directory (resolved now, so a later ``chdir`` does not move the queue) and
     four an absolute path. ``sqlite://`` alone is the in-memory database.
     """
+    shown = redact_url(url) if isinstance(url, str) else url
     try:
         parts = urlsplit(url)
     except (TypeError, ValueError) as exc:
-        raise InvalidURLError(f"invalid SQLite URL {url!r}: {exc}") from None
+        raise InvalidURLError(f"invalid SQLite URL {shown!r}: {exc}") from None
+    url = shown
     if parts.scheme.lower() not in _SCHEMES:
         raise InvalidURLError(f"invalid SQLite URL {url!r}: the scheme must be 'sqlite' (e.g. sqlite:///soniq.db)")
     if parts.netloc:
@@ -53,23 +57,28 @@ def parse_sqlite_url(url: str) -> DatabaseLocation:
             f"invalid SQLite URL {url!r}: a SQLite URL has no host; use sqlite:///relative.db "
             "or sqlite:////absolute/path.db"
         )
-    if parts.query or parts.fragment:
+    if parts.fragment:
+        raise InvalidURLError(f"invalid SQLite URL {url!r}: a SQLite URL has no #fragment")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    unknown = sorted({name for name, _ in query} - set(accepted))
+    if unknown:
         raise InvalidURLError(
-            f"invalid SQLite URL {url!r}: options are not read from the URL; pass them as keyword "
-            "arguments (namespace=, busy_timeout=, synchronous=)"
+            f"invalid SQLite URL {url!r}: unknown option(s) {', '.join(unknown)}; "
+            f"accepted options: {', '.join(accepted) or 'none'}"
         )
+    options = dict(query)
     raw = unquote(parts.path)
     if raw in ("", "/", "/" + MEMORY):
         if raw == "/":
             raise InvalidURLError(f"invalid SQLite URL {url!r}: it names no file (expected e.g. sqlite:///soniq.db)")
-        return DatabaseLocation(path=None)
+        return DatabaseLocation(path=None), options
     relative = raw[1:]
     path = Path(relative)
     if not path.is_absolute():
         path = Path.cwd() / path
     if relative.endswith("/"):
         raise InvalidURLError(f"invalid SQLite URL {url!r}: {path} is a directory, not a database file")
-    return DatabaseLocation(path=path)
+    return DatabaseLocation(path=path), options
 
 
 def validate_namespace(namespace: str | None) -> str | None:

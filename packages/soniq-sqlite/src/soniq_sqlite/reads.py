@@ -16,7 +16,7 @@ from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParam
 from soniq.records import ActivityBucket, DeadLetterPage, JobPage, JobStatus, QueueCounts
 from soniq_sqlite.codec import dead_letter_from_row, from_us, from_us_or_none, job_from_row, now_us, to_us
 from soniq_sqlite.connection import Database
-from soniq_sqlite.schema import DEAD_LETTER_COLUMNS, JOB_COLUMNS
+from soniq_sqlite.schema import DEAD_LETTER_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT
 
 _FIVE = ("queued", "processing", "done", "dead_letter", "cancelled")
 
@@ -116,7 +116,7 @@ async def job_page(db: Database, params: JobPageParams) -> JobPage:
     if params.before is not None:
         where.append("(created_at, id) < (?, ?)")
         args.extend((to_us(params.before.at), params.before.id))
-    columns = JOB_COLUMNS if params.include_results else JOB_COLUMNS.replace(", result,", ", NULL,")
+    columns = JOB_COLUMNS if params.include_results else JOB_COLUMNS_NO_RESULT
     limit = max(0, params.limit)
     rows = await db.fetchall(
         f"SELECT {columns} FROM soniq_jobs{_clause(where)} ORDER BY created_at DESC, id DESC LIMIT ?",

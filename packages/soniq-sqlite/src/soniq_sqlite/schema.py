@@ -6,14 +6,15 @@ JSON values (args, result, queues, trace context) are TEXT.
 
 Version history:
   1 - soniq_jobs, soniq_dead_letter_jobs, soniq_workers (soniq-sqlite 0.2.0).
-  2 - the dashboard reads' indexes; soniq_workers.state, state_changed_at, last_shutdown.
+  2 - soniq_workers.job_names: the names a worker registered, JSON text (NULL before).
+  3 - the dashboard reads' indexes; soniq_workers.state, state_changed_at, last_shutdown.
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -100,7 +101,9 @@ _VERSION_1 = (
     """,
 )
 
-_VERSION_2 = (
+_VERSION_2 = ("ALTER TABLE soniq_workers ADD COLUMN job_names TEXT",)
+
+_VERSION_3 = (
     "ALTER TABLE soniq_workers ADD COLUMN state TEXT",
     "ALTER TABLE soniq_workers ADD COLUMN state_changed_at INTEGER",
     "ALTER TABLE soniq_workers ADD COLUMN last_shutdown TEXT",
@@ -115,7 +118,7 @@ _VERSION_2 = (
     "ON soniq_dead_letter_jobs (queue, moved_to_dead_letter_at)",
 )
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2}
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2, 3: _VERSION_3}
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
 TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers")
@@ -128,6 +131,9 @@ DEAD_LETTER_COLUMNS = (
     "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "
     "resurrection_count, last_resurrection_at, max_attempts, priority"
 )
+# Listings without results select NULL in the result's place and never read the column.
+JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("worker_id, result,", "worker_id, NULL,")
 WORKER_COLUMNS = (
-    "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, state, state_changed_at, last_shutdown"
+    "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, job_names, "
+    "state, state_changed_at, last_shutdown"
 )

@@ -6,13 +6,14 @@ These bodies take an open connection and never commit themselves; the caller
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import datetime
 
 import aiosqlite
 
 from soniq.params import Rescue, RescueAction
-from soniq.records import StaleScan
+from soniq.records import DeadLetterReason, StaleScan
 from soniq_sqlite.codec import job_from_row, now_us, to_us
 from soniq_sqlite.schema import JOB_COLUMNS
 
@@ -40,11 +41,13 @@ async def move_to_dead_letter(
     error: str | None,
     reason: str | None,
     attempts: int | None = None,
+    keep_attempts: bool = False,
 ) -> bool:
     """The one move of a `soniq_jobs` row into `soniq_dead_letter_jobs`.
 
     Deletes the row matching the fence `where` and inserts its dead-letter
-    row; `attempts` None counts the run that ends here (stored + 1), and
+    row; `attempts` None counts the run that ends here (stored + 1) unless
+    `keep_attempts` (a row that never ran keeps its count), and
     `error` None keeps the stored `last_error`. Both statements belong to the
     caller's transaction, so the move commits whole or not at all.
     """
@@ -66,7 +69,7 @@ async def move_to_dead_letter(
             job_name,
             args,
             queue,
-            int(stored_attempts) + 1 if attempts is None else attempts,
+            _attempts_after(int(stored_attempts), attempts, keep_attempts),
             max_attempts,
             priority,
             last_error if error is None else error,
@@ -75,6 +78,12 @@ async def move_to_dead_letter(
         ),
     )
     return True
+
+
+def _attempts_after(stored: int, given: int | None, keep: bool) -> int:
+    if given is not None:
+        return given
+    return stored if keep else stored + 1
 
 
 async def dead_letter_owned(
@@ -103,6 +112,37 @@ async def replay(conn: aiosqlite.Connection, *, job_id: str, new_job_id: str, sc
         (new_job_id, job_name, args, max_attempts, queue, priority, to_us(scheduled_at), now, now),
     )
     return new_job_id
+
+
+async def expire_unknown(
+    conn: aiosqlite.Connection, *, known_names: Sequence[str], cutoff: int, error: str
+) -> set[str]:
+    """Move old queued rows of names no worker knows to the dead-letter table, attempts as stored.
+
+    Runs inside the caller's ``BEGIN IMMEDIATE``, so no claim can take a row
+    between the read and the move.
+    """
+    # One bound JSON array, however many names there are: this is not the hot path.
+    rows = list(
+        await conn.execute_fetchall(
+            "SELECT id FROM soniq_jobs WHERE status = 'queued' AND created_at < ? "
+            "AND job_name NOT IN (SELECT value FROM json_each(?))",
+            (cutoff, json.dumps(list(known_names))),
+        )
+    )
+    moved: set[str] = set()
+    for row in rows:
+        if await move_to_dead_letter(
+            conn,
+            where="id = ? AND status = 'queued'",
+            params=(row[0],),
+            error=error,
+            reason=DeadLetterReason.UNKNOWN_JOB.value,
+            attempts=None,
+            keep_attempts=True,
+        ):
+            moved.add(str(row[0]))
+    return moved
 
 
 async def find_stale(conn: aiosqlite.Connection, *, heartbeat_timeout: float) -> StaleScan:

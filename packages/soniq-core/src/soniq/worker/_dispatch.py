@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from soniq.errors import BackendUnavailableError
-from soniq.observers import JobEndEvent, JobStartEvent
+from soniq.errors import SNOOZE_MAX_SECONDS, BackendUnavailableError
+from soniq.observers import JobEndEvent, JobStartEvent, NackEvent
 from soniq.outcomes import HandlerKind, JobOutcome
-from soniq.params import ClaimJobsParams, MarkStartedParams, WaitForJobsParams
-from soniq.records import JobRecord, StaleJobPolicy
+from soniq.params import ClaimJobsParams, MarkStartedParams, NackJobParams, WaitForJobsParams
+from soniq.records import DeadLetterReason, JobRecord, StaleJobPolicy
 from soniq.retry import RetryPolicy
+from soniq.serialization import safe_text
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.settle import Settled, Settler
 from soniq.worker.state import RunPhase
@@ -31,6 +32,14 @@ if TYPE_CHECKING:
     from soniq.worker.worker import Worker
 
 logger = logging.getLogger("soniq.worker")
+job_logger = logging.getLogger("soniq.jobs")
+"""One INFO line per finished run (see docs/observability.md); silence it with ``setLevel(WARNING)``."""
+
+REASON_UNKNOWN_JOB = "unknown_job"
+"""Nack reason for a row of a name this worker has not registered (claimed by a backend that ignores
+`job_names`): handed back untouched for a worker that has the code."""
+LONG_HELD_SECONDS = 60.0
+"""A run without a deadline holding its slot longer than this is logged (again every this many seconds)."""
 
 
 class Dispatcher:
@@ -65,7 +74,11 @@ class Dispatcher:
             worker.worker_id,
             RetryPolicy(base=settings.retry_backoff_base, maximum=settings.retry_backoff_max),
             worker.completions,
+            max_result_bytes=settings.max_result_bytes,
+            snooze_max_seconds=getattr(settings, "snooze_max_seconds", SNOOZE_MAX_SECONDS),
         )
+        self._job_names = tuple(self._registry.names())
+        self._long_held_logged: dict[str, float] = {}
 
     # -- the claim loop --------------------------------------------------------
 
@@ -80,7 +93,11 @@ class Dispatcher:
                 await runs.changed.wait()
                 continue
             params = ClaimJobsParams(
-                worker_id=self._worker_id, queues=self._queues, limit=room, mark_started=not self._defer_start_mark
+                worker_id=self._worker_id,
+                queues=self._queues,
+                limit=room,
+                mark_started=not self._defer_start_mark,
+                job_names=self._job_names,
             )
             try:
                 rows = await self._backend.claim_jobs(params)
@@ -92,6 +109,14 @@ class Dispatcher:
                 await self._race(asyncio.sleep(self._settings.poll_interval))
                 continue
             self._accept(rows)
+            if rows and all(self._registry.get(row.job_name) is None for row in rows):
+                # A backend that ignores `job_names` hands us only names we give back: do not spin on them.
+                if self._run_once:
+                    await self._wait_idle()
+                    self._stop("run_once")
+                    return
+                await self._race(asyncio.sleep(self._settings.poll_interval))
+                continue
             if len(rows) >= room:
                 continue
             if self._run_once and not rows and runs.empty:
@@ -99,6 +124,11 @@ class Dispatcher:
                 return
             wait = WaitForJobsParams(queues=self._queues, timeout=self._settings.poll_interval)
             await self._race(self._backend.wait_for_jobs(wait), runs.changed.wait())
+
+    async def _wait_idle(self) -> None:
+        while not self._runs.empty:
+            self._runs.changed.clear()
+            await self._runs.changed.wait()
 
     def _accept(self, rows: list[JobRecord]) -> None:
         for row in rows:
@@ -143,11 +173,11 @@ class Dispatcher:
     async def _lifecycle(self, run: JobRun) -> None:
         job = run.job
         try:
+            if job.decode_error is not None:
+                await self._dead_letter_corrupt(run, job.decode_error)
+                return
             if run.definition is None:
-                self._announce(run, HandlerKind.UNKNOWN)
-                run.phase = RunPhase.SETTLING
-                settled = await self._settler.dead_letter_unknown(run, self._registry.names(), give_up_at=None)
-                self._job_end(run, settled)
+                await self._hand_back_unknown(run)
                 return
             if self._defer_start_mark:
                 params = MarkStartedParams(worker_id=self._worker_id, job_ids=(job.id,))
@@ -165,7 +195,75 @@ class Dispatcher:
         finally:
             self._release_slot(run)
             self._runs.finish(run)
+            self._long_held_logged.pop(job.id, None)
             self._summary.processed += 1
+
+    async def _dead_letter_corrupt(self, run: JobRun, decode_error: str) -> None:
+        self._announce(run, run.kind)
+        run.phase = RunPhase.SETTLING
+        error = safe_text(f"the stored row could not be decoded: {decode_error}")
+        settled = await self._settler.dead_letter(
+            run, DeadLetterReason.CORRUPT_ROW.value, error, give_up_at=self._write_deadline()
+        )
+        self._job_end(run, settled)
+
+    async def _hand_back_unknown(self, run: JobRun) -> None:
+        """A name this worker cannot run (the store ignored `job_names`): give the row back untouched."""
+        job = run.job
+        run.phase = RunPhase.SETTLING
+        try:
+            written = await asyncio.wait_for(
+                self._backend.nack_job(NackJobParams(job_id=job.id, worker_id=self._worker_id)), 2.0
+            )
+            error = None
+        except Exception as exc:
+            written, error = False, f"{type(exc).__name__}: {exc}"
+        logger.warning(
+            "job %s: no job named %r is registered in this worker (registered: %s); handed back untouched "
+            "for a worker that has its code%s",
+            job.id,
+            job.job_name,
+            ", ".join(self._job_names) or "none",
+            "" if written else f" (the nack was not written: {error or 'the row was no longer ours'})",
+        )
+        self._bus.nack(
+            NackEvent(
+                worker_id=self._worker_id,
+                job_id=job.id,
+                job_name=job.job_name,
+                queue=job.queue,
+                reason=REASON_UNKNOWN_JOB,
+                written=bool(written),
+                at=time.time(),
+                error=error,
+                started_at=time.time(),
+                attempts=job.attempts,
+            )
+        )
+
+    def check_long_held(self) -> None:
+        """Log every run that has held its slot far too long (past its deadline, or long without one)."""
+        now = time.monotonic()
+        for run in self._runs.runs():
+            if not run.holds_slot or not run.started_at:
+                continue
+            age = now - run.started_at
+            limit = run.timeout if run.timeout is not None else LONG_HELD_SECONDS
+            last = self._long_held_logged.get(run.job.id)
+            if age < limit or (last is not None and now - last < LONG_HELD_SECONDS):
+                continue
+            self._long_held_logged[run.job.id] = now
+            if run.job.id not in self._summary.long_held_job_ids:
+                self._summary.long_held_job_ids.append(run.job.id)
+            logger.warning(
+                "job %s (%s) has held its slot for %.0fs (%s); %d of %d slots are busy",
+                run.job.id,
+                run.job.job_name,
+                age,
+                f"deadline {run.timeout:g}s" if run.timeout is not None else "no job_timeout set",
+                sum(1 for r in self._runs.runs() if r.holds_slot),
+                self._runs.concurrency,
+            )
 
     def _announce(self, run: JobRun, handler_kind: HandlerKind) -> None:
         run.started_at = time.monotonic()
@@ -179,6 +277,7 @@ class Dispatcher:
         assert run.definition is not None
         definition = run.definition
         timeout = definition.timeout if definition.timeout is not None else self._settings.job_timeout
+        run.timeout = timeout
         self._announce(run, definition.handler_kind)
         call = self._executor.call_async if definition.is_async else self._executor.call_sync
         try:
@@ -194,16 +293,32 @@ class Dispatcher:
             run.unwound()
             nacked = await run.nack_result()
             if nacked is not None:
-                self._job_end(run, Settled(nacked, reason="shutdown_timeout"))
+                self._job_end(run, Settled(nacked, reason=run.nack_reason))
             return
         run.phase = RunPhase.SETTLING
         self._release_slot(run)
+        if outcome.stuck:
+            self._summary.stuck_job_ids.append(run.job.id)
         settled = await self._settler.settle(run, outcome, give_up_at=self._write_deadline())
         self._job_end(run, settled, outcome.error)
 
     def _job_end(self, run: JobRun, settled: Settled, error: BaseException | None = None) -> None:
         if settled.outcome is JobOutcome.UNWRITTEN:
             self._summary.unsettled_job_ids.append(run.job.id)
+        duration = time.monotonic() - run.started_at if run.started_at else 0.0
+        if job_logger.isEnabledFor(logging.INFO):
+            job = run.job
+            job_logger.info(
+                "job %s (%s) on %s: %s%s after %.3fs, attempt %d of %d",
+                job.id,
+                job.job_name,
+                job.queue,
+                settled.outcome.value,
+                f" ({settled.reason})" if settled.reason else "",
+                duration,
+                job.attempts + 1,
+                job.max_attempts,
+            )
         if not self._bus.wants_job_events:
             return
         self._bus.job_end(
@@ -213,7 +328,7 @@ class Dispatcher:
                 handler_kind=run.kind,
                 attempt=run.job.attempts + 1,
                 outcome=settled.outcome,
-                duration=time.monotonic() - run.started_at if run.started_at else 0.0,
+                duration=duration,
                 error=error,
                 error_text=settled.error_text,
                 reason=settled.reason,

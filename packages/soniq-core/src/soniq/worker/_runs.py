@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from soniq.outcomes import HandlerKind, JobOutcome
@@ -34,6 +34,13 @@ class JobRun:
     """A running sync job at the force path: from now on only the thread's return decides the row."""
     started_at: float = 0.0
     holds_slot: bool = False
+    timeout: float | None = None
+    """The job's deadline in seconds (its own `timeout`, else `job_timeout`); None: none."""
+    overran: bool = False
+    """The handler ran past its deadline and was cancelled: this run ends as a failed attempt, never a nack."""
+    grace_cut: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set by shutdown to end an overran handler's cancel grace at once."""
+    nack_reason: str = "shutdown_timeout"
     _unwound: asyncio.Event | None = None
     _nack_outcome: asyncio.Future[JobOutcome] | None = None
 
@@ -46,10 +53,11 @@ class JobRun:
     def pin(self) -> None:
         self.pinned = True
 
-    def abandon(self) -> asyncio.Event | None:
+    def abandon(self, reason: str = "shutdown_timeout") -> asyncio.Event | None:
         """Give the run up: a nack will follow. Cancels a handler already under way and returns
         the event its task sets once the handler has unwound (None when no handler was running)."""
         self.abandoned = True
+        self.nack_reason = reason
         self._nack_outcome = asyncio.get_running_loop().create_future()
         if self.phase is RunPhase.CLAIMED or self.task is None or self.task.done():
             return None
@@ -82,3 +90,5 @@ class Outcome:
     error: BaseException | None = None
     timed_out: bool = False
     snooze_seconds: float | None = None
+    stuck: bool = False
+    """The handler would not stop when cancelled (or its permit never came): dead letters say `stuck`."""

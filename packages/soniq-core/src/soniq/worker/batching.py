@@ -3,7 +3,9 @@
 A `done` write is queued and the handler's slot is freed at once; one flush
 in flight at a time takes everything queued so far, so under load many
 completions share one round trip, and when idle a completion is written
-immediately. Each row stays fenced by owner. A row whose handler returned
+immediately. Each row stays fenced by owner. A batch the store refuses for a
+reason other than a lost connection is written again row by row, and only
+the row that is refused fails (its run is settled as a failure). A row whose handler returned
 but whose flush has not landed is still `processing` in the store: if the
 process is SIGKILLed in that window, stale recovery runs the job again
 (at-least-once). The worker drains the batcher before STOPPED.
@@ -54,14 +56,33 @@ class CompletionBatcher:
                 results=[JobResult(job_id=job_id, result=result) for job_id, result, _ in batch],
             )
             try:
-                written = await write_with_retry(
-                    f"done for {len(batch)} jobs",
-                    functools.partial(self._backend.complete_jobs, params),
-                    give_up_at=self._give_up_at(),
-                )
+                written = await self._write(params, len(batch))
             except Exception as exc:
-                logger.error("completion write failed: %s", exc)
-                written = None
+                if len(batch) == 1:
+                    batch[0][2].set_exception(exc)
+                    continue
+                # One row the store refuses must not hold back the others: write them one by one.
+                logger.warning("completion batch of %d refused (%s); writing its rows one by one", len(batch), exc)
+                await self._write_each(batch)
+                continue
             for job_id, _, future in batch:
                 if not future.done():
                     future.set_result(None if written is None else job_id in written)
+
+    async def _write(self, params: CompleteJobsParams, count: int) -> set[str] | None:
+        return await write_with_retry(
+            f"done for {count} jobs",
+            functools.partial(self._backend.complete_jobs, params),
+            give_up_at=self._give_up_at(),
+        )
+
+    async def _write_each(self, batch: list[tuple[str, Any, asyncio.Future[bool | None]]]) -> None:
+        for job_id, result, future in batch:
+            params = CompleteJobsParams(worker_id=self._worker_id, results=[JobResult(job_id=job_id, result=result)])
+            try:
+                written = await self._write(params, 1)
+            except Exception as exc:
+                # The settler turns this into a failed run of that one job, with the store's error.
+                future.set_exception(exc)
+                continue
+            future.set_result(None if written is None else job_id in written)

@@ -1,4 +1,4 @@
-"""Calling handlers: async ones on the loop, plain functions in the bounded sync pool."""
+"""Calling handlers: async ones in their own task on the loop, plain functions in the bounded sync pool."""
 
 from __future__ import annotations
 
@@ -6,12 +6,23 @@ import asyncio
 import concurrent.futures
 import contextvars
 import functools
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from soniq.errors import Snooze
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.state import RunPhase
+
+logger = logging.getLogger("soniq.worker")
+
+CANCEL_UNWIND_SECONDS = 1.0
+"""How long a handler cancelled by shutdown gets to run its `finally` blocks before the nack."""
+
+
+class StuckHandlerError(TimeoutError):
+    """A handler that overran its deadline and did not stop when cancelled."""
 
 
 def _outcome_from_exception(exc: BaseException, *, timed_out: bool = False) -> Outcome:
@@ -20,44 +31,142 @@ def _outcome_from_exception(exc: BaseException, *, timed_out: bool = False) -> O
     return Outcome(ok=False, error=exc, timed_out=timed_out)
 
 
+async def _guarded(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+    """Run a handler, turning any exception into a value: a task that raises SystemExit or
+    KeyboardInterrupt would otherwise take the event loop down with it."""
+    try:
+        return True, await coro
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:
+        return False, exc
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Mark a background task's exception as seen (it was reported, or it no longer matters)."""
+    if not task.cancelled():
+        task.exception()
+
+
 class Executor:
-    """Owns the sync thread pool and its permits.
+    """Owns the sync thread pool and its permits, and the handlers the worker gave up on.
 
     Saturation is enforced after the claim (the handler kind is known only
     then): a sync job holds its slot while it waits for a permit, and that
     wait is cancellable, so such a job is treated as the async branch at
     shutdown. A permit is released when the thread returns, not when the
-    worker stops waiting for it, so a timed-out thread keeps its permit.
+    worker stops waiting for it, so a timed-out thread keeps its permit. The
+    wait for a permit shares the job's deadline; a job without one gives up
+    after `cancel_grace` once every permit is held by a thread that overran
+    its own deadline, since none of them may ever come back.
     """
 
-    def __init__(self, pool: concurrent.futures.ThreadPoolExecutor, pool_size: int) -> None:
+    def __init__(
+        self, pool: concurrent.futures.ThreadPoolExecutor, pool_size: int, *, cancel_grace: float = 5.0
+    ) -> None:
         self._pool = pool
+        self._pool_size = pool_size
         self._permits = asyncio.Semaphore(pool_size)
+        self._cancel_grace = cancel_grace
         self.live_threads: set[concurrent.futures.Future[Any]] = set()
+        self.lost_threads: dict[concurrent.futures.Future[Any], tuple[JobRun, float]] = {}
+        """Threads still running a handler whose run gave up on them (timed out), with when they started."""
+        self.lost_tasks: dict[asyncio.Task[Any], tuple[JobRun, float]] = {}
+        """Async handlers that would not stop when cancelled, left to finish in the background."""
+        self.lost_thread_history: list[str] = []
         self._threads_changed = asyncio.Event()
+
+    # -- async handlers --------------------------------------------------------
 
     async def call_async(self, run: JobRun, args: Mapping[str, Any], timeout: float | None) -> Outcome:
         assert run.definition is not None
         run.phase = RunPhase.RUNNING_ASYNC
-        deadline = asyncio.timeout(timeout)
         try:
-            async with deadline:
-                result = await run.definition.func(**args)
+            coro = run.definition.func(**args)
+        except Exception as exc:
+            return _outcome_from_exception(exc)
+        # Its own task, so that a handler swallowing its cancellation cannot keep this run's slot.
+        handler: asyncio.Task[tuple[bool, Any]] = asyncio.ensure_future(_guarded(coro))
+        started = time.monotonic()
+        try:
+            done, _ = await asyncio.wait([handler], timeout=timeout)
         except asyncio.CancelledError:
+            handler.cancel()
+            await self._give_up_after(handler, run, CANCEL_UNWIND_SECONDS, started)
             raise
-        except TimeoutError as exc:
-            if deadline.expired():
-                return Outcome(ok=False, error=TimeoutError(f"job timed out after {timeout:g}s"), timed_out=True)
-            return _outcome_from_exception(exc)
-        except BaseException as exc:
-            return _outcome_from_exception(exc)
-        return Outcome(ok=True, result=result)
+        if handler in done:
+            return self._async_outcome(handler)
+        assert timeout is not None
+        run.overran = True
+        handler.cancel()
+        if await self._give_up_after(handler, run, self._cancel_grace, started):
+            _retrieve(handler)
+            return Outcome(ok=False, error=TimeoutError(f"job timed out after {timeout:g}s"), timed_out=True)
+        error = StuckHandlerError(
+            f"job timed out after {timeout:g}s and did not stop within {self._cancel_grace:g}s of being cancelled "
+            "(does it catch CancelledError or BaseException?); it was left running in the background"
+        )
+        return Outcome(ok=False, error=error, timed_out=True, stuck=True)
+
+    async def _give_up_after(
+        self, handler: asyncio.Task[tuple[bool, Any]], run: JobRun, grace: float, started: float
+    ) -> bool:
+        """Wait up to `grace` (or until shutdown cuts it short) for a cancelled handler; True when it stopped."""
+        waiters: list[asyncio.Future[Any]] = [handler]
+        cut = asyncio.ensure_future(run.grace_cut.wait())
+        waiters.append(cut)
+        try:
+            await asyncio.wait(waiters, timeout=grace, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cut.cancel()
+        if handler.done():
+            return True
+        logger.warning(
+            "job %s (%s): the async handler did not stop within %gs of being cancelled (%.1fs after it started); "
+            "its slot is freed and the task left running in the background",
+            run.job.id,
+            run.job.job_name,
+            grace,
+            time.monotonic() - started,
+        )
+        self.lost_tasks[handler] = (run, started)
+        handler.add_done_callback(self._task_returned)
+        return False
+
+    def _task_returned(self, task: asyncio.Task[Any]) -> None:
+        entry = self.lost_tasks.pop(task, None)
+        _retrieve(task)
+        if entry is not None:
+            run, started = entry
+            logger.warning(
+                "job %s (%s): the abandoned async handler finished after %.1fs; its outcome was already written",
+                run.job.id,
+                run.job.job_name,
+                time.monotonic() - started,
+            )
+
+    @staticmethod
+    def _async_outcome(handler: asyncio.Task[tuple[bool, Any]]) -> Outcome:
+        if handler.cancelled():
+            # Cancelled by the handler's own code, not by the worker: a failure like any other.
+            return Outcome(ok=False, error=asyncio.CancelledError("the handler's task was cancelled"))
+        ok, value = handler.result()
+        if not ok:
+            return _outcome_from_exception(value)
+        return Outcome(ok=True, result=value)
+
+    # -- sync handlers -----------------------------------------------------------
 
     async def call_sync(self, run: JobRun, args: Mapping[str, Any], timeout: float | None) -> Outcome:
         assert run.definition is not None
         run.phase = RunPhase.WAITING_PERMIT
-        await self._permits.acquire()
         loop = asyncio.get_running_loop()
+        began = loop.time()
+        refusal = await self._acquire_permit(timeout)
+        if refusal is not None:
+            return Outcome(ok=False, error=TimeoutError(refusal), timed_out=True)
+        if timeout is not None:
+            timeout = max(0.0, timeout - (loop.time() - began))
         context = contextvars.copy_context()
         call = functools.partial(context.run, run.definition.func, **args)
         try:
@@ -65,6 +174,7 @@ class Executor:
         except BaseException:
             self._permits.release()
             raise
+        started = time.monotonic()
         run.phase = RunPhase.RUNNING_SYNC
         run.thread_future = future
         self.live_threads.add(future)
@@ -78,8 +188,9 @@ class Executor:
                     result = await asyncio.wait_for(asyncio.shield(waiter), timeout)
                 except TimeoutError:
                     if not future.done() and not run.pinned:
+                        self._lose_thread(future, run, started)
                         return Outcome(
-                            ok=False, error=TimeoutError(f"job timed out after {timeout:g}s"), timed_out=True
+                            ok=False, error=TimeoutError(f"job timed out after {run_timeout(run):g}s"), timed_out=True
                         )
                     # Shutdown's force path fired first: only the thread's return decides the row now.
                     result = await asyncio.shield(waiter)
@@ -89,11 +200,55 @@ class Executor:
             return _outcome_from_exception(exc)
         return Outcome(ok=True, result=result)
 
+    async def _acquire_permit(self, timeout: float | None) -> str | None:
+        """Take a pool permit; None once held, else why the run gives up waiting."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        while True:
+            wait = self._cancel_grace if timeout is None else max(0.0, timeout - (loop.time() - began))
+            try:
+                await asyncio.wait_for(self._permits.acquire(), wait)
+                return None
+            except TimeoutError:
+                lost = len(self.lost_threads)
+                if timeout is not None or lost >= self._pool_size:
+                    waited = loop.time() - began
+                    return (
+                        f"job waited {waited:.3g}s for a sync-pool thread and got none: all {self._pool_size} "
+                        f"are busy, {lost} of them with handlers that overran their deadline "
+                        "(setting 'sync_handler_pool_size')"
+                    )
+
+    def _lose_thread(self, future: concurrent.futures.Future[Any], run: JobRun, started: float) -> None:
+        self.lost_threads[future] = (run, started)
+        self.lost_thread_history.append(run.job.id)
+        logger.warning(
+            "job %s (%s): the sync handler overran its timeout; its thread keeps running and holds one of the "
+            "%d pool permits until it returns (%d held so far by handlers past their deadline)",
+            run.job.id,
+            run.job.job_name,
+            self._pool_size,
+            len(self.lost_threads),
+        )
+
     def _thread_returned(self, future: concurrent.futures.Future[Any]) -> None:
         self._permits.release()
         self.live_threads.discard(future)
+        entry = self.lost_threads.pop(future, None)
+        if entry is not None:
+            run, started = entry
+            logger.warning(
+                "job %s (%s): the thread that overran its timeout returned after %.1fs and freed its permit",
+                run.job.id,
+                run.job.job_name,
+                time.monotonic() - started,
+            )
         self._threads_changed.set()
 
     async def wait_threads_changed(self) -> None:
         self._threads_changed.clear()
         await self._threads_changed.wait()
+
+
+def run_timeout(run: JobRun) -> float:
+    return run.timeout if run.timeout is not None else 0.0

@@ -80,6 +80,8 @@ class StateRecord:
             ],
             "waited_threads": [{"job_id": job, "finished": job not in unsettled} for job in self.waited],
             "unsettled": sorted(unsettled | set(summary.unreleased_job_ids)),
+            "stuck": list(summary.stuck_job_ids),
+            "lost_threads": list(summary.lost_thread_job_ids),
             "processed": summary.processed,
             "drained": WorkerState.FORCE_TIMEOUT_PATH.value not in {p["state"] for p in self.path} and not waited,
         }

@@ -1,26 +1,41 @@
-"""Writing a run's outcome to the store: done, retry, snooze or dead letter."""
+"""Writing a run's outcome to the store: done, retry, snooze or dead letter.
+
+Everything written is made safe first (results checked, error texts escaped,
+dates bounded), and a write the store refuses for any reason other than a
+lost connection settles that one row as a failure with the store's own
+error, so one bad value never leaves its row, or another, `processing`.
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from soniq.backend import Backend
+from soniq.errors import Permanent
 from soniq.outcomes import JobOutcome
 from soniq.params import DeadLetterJobParams, RetryJobParams, SnoozeJobParams
 from soniq.records import DeadLetterReason
-from soniq.retry import RetryPolicy
-from soniq.serialization import check_result
+from soniq.retry import RetryPolicy, bounded_delay
+from soniq.serialization import ResultError, check_result, safe_text
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.batching import CompletionBatcher
 from soniq.worker.writes import write_with_retry
 
 logger = logging.getLogger("soniq.worker")
 
+T = TypeVar("T")
+
 RETRY_REASON_ERROR = "error"
 RETRY_REASON_TIMEOUT = "timeout"
+MAX_ERROR_CHARS = 8192
+"""`last_error` keeps the summary line and the innermost frames within this many characters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,107 +47,162 @@ class Settled:
     reason: str | None = None
 
 
-def describe_error(exc: BaseException) -> str:
-    """`Type: message` plus the innermost frame, kept short enough for a column."""
-    text = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
-    if frames:
-        last = frames[-1]
-        text += f" (at {last.filename}:{last.lineno} in {last.name})"
-    return text[:4000]
+def describe_error(exc: BaseException, *, limit: int = MAX_ERROR_CHARS) -> str:
+    """``Type: message`` on the first line, then the traceback (chained causes included).
+
+    Over `limit` characters, the middle goes: the summary line and the
+    innermost frames, where the user's own failing line is, are kept.
+    """
+    summary = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    try:
+        trace = "".join(traceback.format_exception(exc)).rstrip()
+    except Exception:  # a broken __str__ or __repr__ in user code must not stop the write
+        trace = ""
+    text = f"{summary}\n{trace}" if trace else summary
+    text = safe_text(text)
+    if len(text) > limit:
+        head = safe_text(summary)[: limit // 4]
+        marker = "\n[... traceback cut to its innermost frames ...]\n"
+        text = head + marker + text[-(limit - len(head) - len(marker)) :]
+    return text
 
 
 class Settler:
     def __init__(
-        self, backend: Backend, worker_id: str, retry_policy: RetryPolicy, completions: CompletionBatcher
+        self,
+        backend: Backend,
+        worker_id: str,
+        retry_policy: RetryPolicy,
+        completions: CompletionBatcher,
+        *,
+        max_result_bytes: int,
+        snooze_max_seconds: float,
     ) -> None:
         self._backend = backend
         self._completions = completions
         self._worker_id = worker_id
         self._retry = retry_policy
+        self._max_result_bytes = max_result_bytes
+        self._snooze_max = snooze_max_seconds
 
     async def settle(self, run: JobRun, outcome: Outcome, *, give_up_at: float | None) -> Settled:
         """Write the outcome of a handler call and say how it went."""
         job = run.job
         if outcome.ok:
             try:
-                result = check_result(outcome.result)
-            except TypeError as exc:
+                result = check_result(outcome.result, max_bytes=self._max_result_bytes)
+            except ResultError as exc:
                 outcome = Outcome(ok=False, error=exc)
             else:
-                written = await self._completions.complete(job.id, result)
-                return Settled(self._named(JobOutcome.DONE, written, run))
+                try:
+                    written = await self._completions.complete(job.id, result)
+                except Exception as exc:
+                    logger.error("job %s (%s): the store refused its result: %s", job.id, job.job_name, exc)
+                    outcome = Outcome(ok=False, error=ResultError(f"the store refused the job result: {exc}"))
+                else:
+                    return Settled(self._named(JobOutcome.DONE, written, run))
         if outcome.snooze_seconds is not None:
-            when = datetime.now(UTC) + timedelta(seconds=outcome.snooze_seconds)
-            written = await write_with_retry(
-                f"snooze for job {job.id}",
-                lambda: self._backend.snooze_job(
-                    SnoozeJobParams(job_id=job.id, worker_id=self._worker_id, scheduled_at=when)
-                ),
-                give_up_at=give_up_at,
-            )
-            return Settled(self._named(JobOutcome.SNOOZED, written, run))
+            seconds = outcome.snooze_seconds
+            if math.isnan(seconds) or math.isinf(seconds) or seconds < 0:
+                outcome = Outcome(ok=False, error=ValueError(f"Snooze seconds must be finite and >= 0, got {seconds}"))
+            else:
+                settled = await self._snooze(run, min(seconds, self._snooze_max), give_up_at)
+                if settled is not None:
+                    return settled
+                outcome = Outcome(ok=False, error=self._refused or RuntimeError("the store refused the snooze"))
+        assert outcome.error is not None
+        return await self.fail(run, outcome, give_up_at=give_up_at)
+
+    async def _snooze(self, run: JobRun, seconds: float, give_up_at: float | None) -> Settled | None:
+        job = run.job
+        when = _due_in(seconds)
+        params = SnoozeJobParams(job_id=job.id, worker_id=self._worker_id, scheduled_at=when)
+        ok, written = await self._write(
+            f"snooze for job {job.id}", lambda: self._backend.snooze_job(params), give_up_at
+        )
+        return Settled(self._named(JobOutcome.SNOOZED, written, run)) if ok else None
+
+    async def fail(self, run: JobRun, outcome: Outcome, *, give_up_at: float | None) -> Settled:
+        """Count the attempt: retry per policy, or dead-letter when the budget is spent (or the
+        handler said `Permanent`, or would not stop)."""
+        job = run.job
         assert outcome.error is not None
         error = describe_error(outcome.error)
         attempts_after = job.attempts + 1
-        if attempts_after >= job.max_attempts:
-            reason = DeadLetterReason.MAX_ATTEMPTS.value
-            written = await write_with_retry(
-                f"dead letter for job {job.id}",
-                lambda: self._backend.dead_letter_job(
-                    DeadLetterJobParams(job_id=job.id, worker_id=self._worker_id, error=error, reason=reason)
+        reason: str | None = None
+        if isinstance(outcome.error, Permanent):
+            reason = DeadLetterReason.NON_RETRYABLE.value
+        elif attempts_after >= job.max_attempts:
+            reason = DeadLetterReason.STUCK.value if outcome.stuck else DeadLetterReason.MAX_ATTEMPTS.value
+        if reason is None:
+            when = _due_in(self._retry.delay(attempts_after))
+            ok, written = await self._write(
+                f"retry for job {job.id}",
+                lambda: self._backend.retry_job(
+                    RetryJobParams(job_id=job.id, worker_id=self._worker_id, error=error, scheduled_at=when)
                 ),
-                give_up_at=give_up_at,
+                give_up_at,
             )
-            logger.warning(
-                "job %s (%s) failed on attempt %d of %d and moved to the dead-letter table: %s",
-                job.id,
-                job.job_name,
-                attempts_after,
-                job.max_attempts,
-                error,
+            if ok:
+                logger.info(
+                    "job %s (%s) failed on attempt %d of %d, retrying at %s: %s",
+                    job.id,
+                    job.job_name,
+                    attempts_after,
+                    job.max_attempts,
+                    when.isoformat(),
+                    error,
+                )
+                kind = JobOutcome.TIMEOUT_RETRY if outcome.timed_out else JobOutcome.RETRY
+                retry_reason = RETRY_REASON_TIMEOUT if outcome.timed_out else RETRY_REASON_ERROR
+                return Settled(self._named(kind, written, run), error, retry_reason)
+            # The store refused the retry itself: the row goes to the dead-letter table with both errors.
+            reason = DeadLetterReason.MAX_ATTEMPTS.value
+            error = safe_text(f"{error}\n\nthen the store refused the retry: {self._refused}")
+        return await self.dead_letter(run, reason, error, give_up_at=give_up_at, attempt=attempts_after)
+
+    async def dead_letter(
+        self, run: JobRun, reason: str, error: str, *, give_up_at: float | None, attempt: int | None = None
+    ) -> Settled:
+        """Move the row to the dead-letter table; a refused write is tried once more with a plain ASCII error."""
+        job = run.job
+        text = error
+        for _ in range(2):
+            params = DeadLetterJobParams(job_id=job.id, worker_id=self._worker_id, error=text, reason=reason)
+            ok, written = await self._write(
+                f"dead letter for job {job.id}", functools.partial(self._backend.dead_letter_job, params), give_up_at
             )
-            return Settled(self._named(JobOutcome.DEAD_LETTER, written, run), error, reason)
-        when = datetime.now(UTC) + timedelta(seconds=self._retry.delay(attempts_after))
-        written = await write_with_retry(
-            f"retry for job {job.id}",
-            lambda: self._backend.retry_job(
-                RetryJobParams(job_id=job.id, worker_id=self._worker_id, error=error, scheduled_at=when)
-            ),
-            give_up_at=give_up_at,
-        )
-        logger.info(
-            "job %s (%s) failed on attempt %d of %d, retrying at %s: %s",
+            if ok:
+                logger.warning(
+                    "job %s (%s) moved to the dead-letter table (%s)%s: %s",
+                    job.id,
+                    job.job_name,
+                    reason,
+                    f" on attempt {attempt} of {job.max_attempts}" if attempt is not None else "",
+                    text,
+                )
+                return Settled(self._named(JobOutcome.DEAD_LETTER, written, run), text, reason)
+            text = ascii(f"{error[:2000]} (the store refused the full text: {self._refused})")
+        logger.error(
+            "job %s (%s): the store refused every outcome write (%s); the row stays for stale recovery",
             job.id,
             job.job_name,
-            attempts_after,
-            job.max_attempts,
-            when.isoformat(),
-            error,
+            self._refused,
         )
-        kind = JobOutcome.TIMEOUT_RETRY if outcome.timed_out else JobOutcome.RETRY
-        reason = RETRY_REASON_TIMEOUT if outcome.timed_out else RETRY_REASON_ERROR
-        return Settled(self._named(kind, written, run), error, reason)
+        return Settled(JobOutcome.UNWRITTEN, text, reason)
 
-    async def dead_letter_unknown(self, run: JobRun, known: list[str], *, give_up_at: float | None) -> Settled:
-        """Move a row no registered job can run to the dead-letter table."""
-        job = run.job
-        error = (
-            f"no job named {job.job_name!r} is registered in this worker; registered: {', '.join(known) or 'none'} "
-            "(check --jobs-modules / SONIQ_JOBS_MODULES)"
-        )
-        written = await write_with_retry(
-            f"dead letter for job {job.id}",
-            lambda: self._backend.dead_letter_job(
-                DeadLetterJobParams(
-                    job_id=job.id, worker_id=self._worker_id, error=error, reason=DeadLetterReason.UNKNOWN_JOB.value
-                )
-            ),
-            give_up_at=give_up_at,
-        )
-        logger.error("job %s moved to the dead-letter table: %s", job.id, error)
-        outcome = self._named(JobOutcome.DEAD_LETTER, written, run)
-        return Settled(outcome, error, DeadLetterReason.UNKNOWN_JOB.value)
+    async def _write(
+        self, what: str, operation: Callable[[], Awaitable[T]], give_up_at: float | None
+    ) -> tuple[bool, T | None]:
+        """(True, result) when the store answered; (False, None) when it refused the write outright."""
+        try:
+            return True, await write_with_retry(what, operation, give_up_at=give_up_at)
+        except Exception as exc:
+            logger.error("the store refused the %s: %s: %s", what, type(exc).__name__, exc)
+            self._refused = exc
+            return False, None
+
+    _refused: BaseException | None = None
 
     def _named(self, name: JobOutcome, written: bool | None, run: JobRun) -> JobOutcome:
         if written is False:
@@ -146,3 +216,7 @@ class Settler:
         if written is None:
             return JobOutcome.UNWRITTEN
         return name
+
+
+def _due_in(seconds: float) -> datetime:
+    return datetime.now(UTC) + timedelta(seconds=bounded_delay(seconds))

@@ -24,6 +24,7 @@ from soniq.outcomes import HandlerKind
 from soniq.params import NackJobParams, SetWorkerStatusParams
 from soniq.records import WorkerStatus
 from soniq.worker._runs import CANCELLABLE_PHASES, JobRun
+from soniq.worker.executor import CANCEL_UNWIND_SECONDS
 from soniq.worker.state import RunPhase, WorkerState
 
 if TYPE_CHECKING:
@@ -37,13 +38,18 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("soniq.worker")
 
-CANCEL_UNWIND_SECONDS = 1.0
-"""How long cancelled async handlers get to run their `finally` blocks before the nack."""
 NACK_WRITE_SECONDS = 2.0
 """One nack write's budget; a store that does not answer by then leaves the row to stale recovery."""
 
 REASON_SHUTDOWN_TIMEOUT = "shutdown_timeout"
+REASON_SECOND_SIGNAL = "second_signal"
+"""Nack reason when a second signal (or cancellation) skipped the rest of DRAINING."""
+REASON_CANCELLED = "cancelled"
+"""Nack reason when the task running the worker was cancelled (a FastAPI lifespan ending)."""
 REASON_PREFETCH_RELEASE = "prefetch_release"
+FORCE_NACK_REASONS = frozenset({REASON_SHUTDOWN_TIMEOUT, REASON_SECOND_SIGNAL, REASON_CANCELLED})
+DRAIN_LOG_SECONDS = 5.0
+"""A draining worker says what it still waits for this often."""
 
 
 class ShutdownHost(Protocol):
@@ -100,13 +106,43 @@ class ShutdownSequence:
         marking = asyncio.ensure_future(self._mark_stopping())
         await self._stop_claiming(claim_task, deadline)
         release = asyncio.ensure_future(self._release_buffer())
-        drained = await self._wait_until(self._nothing_left, deadline, stop_on_force=True)
+        progress = asyncio.ensure_future(self._log_progress(deadline))
+        try:
+            drained = await self._wait_until(self._nothing_left, deadline, stop_on_force=True)
+        finally:
+            progress.cancel()
         await release
         await marking
         if drained:
             await self._stop(reason="drained")
             return
-        await self._force(reason="second signal" if self.host.force_requested.is_set() else "shutdown_timeout elapsed")
+        if self.host.force_requested.is_set() and trigger == "cancelled":
+            await self._force(reason="task cancelled", nack_reason=REASON_CANCELLED)
+        elif self.host.force_requested.is_set():
+            await self._force(reason="second signal", nack_reason=REASON_SECOND_SIGNAL)
+        else:
+            await self._force(reason="shutdown_timeout elapsed", nack_reason=REASON_SHUTDOWN_TIMEOUT)
+
+    async def _log_progress(self, deadline: float) -> None:
+        """While DRAINING, say every few seconds which jobs the worker still waits for."""
+        while True:
+            runs = self.runs.runs(include_abandoned=False)
+            lost = len(self.executor.live_threads) - sum(1 for r in runs if r.thread_future is not None)
+            if runs or lost > 0:
+                now = time.monotonic()
+                waiting = ", ".join(
+                    f"{r.job.id} ({r.job.job_name}, {now - r.started_at:.1f}s)" if r.started_at else r.job.id
+                    for r in runs
+                )
+                logger.info(
+                    "worker %s draining: waiting for %d job(s)%s%s; %.1fs left of shutdown_timeout",
+                    self.host.worker_id,
+                    len(runs),
+                    f": {waiting}" if waiting else "",
+                    f" and {lost} thread(s) that overran their deadline" if lost > 0 else "",
+                    max(0.0, deadline - self.loop.time()),
+                )
+            await asyncio.sleep(DRAIN_LOG_SECONDS)
 
     # -- DRAINING ------------------------------------------------------------
 
@@ -193,11 +229,11 @@ class ShutdownSequence:
 
     # -- FORCE_TIMEOUT_PATH, in named steps ------------------------------------
 
-    async def _force(self, *, reason: str) -> None:
+    async def _force(self, *, reason: str, nack_reason: str) -> None:
         self.host.transition(WorkerState.FORCE_TIMEOUT_PATH, reason=reason)
         force_at = self.loop.time()
-        abandoned = await self._cancel_async_runs()
-        written = await self._nack_abandoned(abandoned)
+        abandoned = await self._cancel_async_runs(nack_reason)
+        written = await self._nack_abandoned(abandoned, nack_reason)
         await self._finish_outcome_writes()
         waiting = self._waiting_threads()
         if not waiting and not self.executor.live_threads:
@@ -206,16 +242,21 @@ class ShutdownSequence:
             return
         await self._wait_for_threads(waiting, force_at)
 
-    async def _cancel_async_runs(self) -> list[JobRun]:
-        """Pin running sync threads; abandon every cancellable run and let its handler unwind."""
+    async def _cancel_async_runs(self, nack_reason: str) -> list[JobRun]:
+        """Pin running sync threads; abandon every cancellable run and let its handler unwind.
+
+        A handler already past its own deadline is not nack'd: its run writes a failed
+        attempt at once, so that a job that hangs cannot come back intact on every restart."""
         abandoned: list[JobRun] = []
         unwinding: list[asyncio.Future[bool]] = []
         for run in self.runs.runs():
             if run.phase is RunPhase.RUNNING_SYNC:
                 run.pin()
+            elif run.overran:
+                run.grace_cut.set()
             elif run.phase in CANCELLABLE_PHASES:
                 abandoned.append(run)
-                unwound = run.abandon()
+                unwound = run.abandon(nack_reason)
                 if unwound is not None:
                     unwinding.append(asyncio.ensure_future(unwound.wait()))
         if unwinding:
@@ -224,11 +265,11 @@ class ShutdownSequence:
                 waiter.cancel()
         return abandoned
 
-    async def _nack_abandoned(self, abandoned: list[JobRun]) -> bool:
+    async def _nack_abandoned(self, abandoned: list[JobRun], nack_reason: str) -> bool:
         """Nack every abandoned row; True when all the nacks were written."""
         if not abandoned:
             return True
-        written = all(await asyncio.gather(*(self._nack(run, REASON_SHUTDOWN_TIMEOUT) for run in abandoned)))
+        written = all(await asyncio.gather(*(self._nack(run, nack_reason) for run in abandoned)))
         # Let each abandoned run's task report its end before anything is flushed at STOPPED.
         ending = [r.task for r in abandoned if r.task is not None and not r.task.done()]
         if ending:
@@ -297,7 +338,7 @@ class ShutdownSequence:
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         if written:
             self.nacked.append(job.id)
-            if reason == REASON_SHUTDOWN_TIMEOUT:
+            if reason in FORCE_NACK_REASONS:
                 host.summary.nacked_job_ids.append(job.id)
             logger.warning(
                 "job %s (%s) nack'd back to queued: %s (attempts stay %d)", job.id, job.job_name, reason, job.attempts

@@ -24,16 +24,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from soniq.backend import Backend
-from soniq.observers import ShutdownInfo, TransitionEvent
+from soniq.errors import NoJobsRegisteredError
+from soniq.observers import ShutdownInfo, TransitionEvent, WorkerStartedEvent
 from soniq.params import PrepareWorkerParams, RegisterWorkerParams, SetWorkerStatusParams
 from soniq.records import WorkerInfo, WorkerStatus
 from soniq.worker._dispatch import Dispatcher
 from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
-from soniq.worker.executor import Executor
+from soniq.worker.executor import CANCEL_UNWIND_SECONDS, Executor
 from soniq.worker.loops import heartbeat_loop, sweep_loop
 from soniq.worker.record import StateRecord
-from soniq.worker.shutdown import ShutdownSequence
+from soniq.worker.shutdown import NACK_WRITE_SECONDS, ShutdownSequence
 from soniq.worker.state import RunPhase, WorkerState, check_transition
 
 if TYPE_CHECKING:
@@ -55,6 +56,12 @@ class WorkerSummary:
     unreleased_job_ids: list[str] = field(default_factory=list)
     unsettled_job_ids: list[str] = field(default_factory=list)
     """Rows whose outcome or nack could not be written: they stay `processing` for stale recovery."""
+    stuck_job_ids: list[str] = field(default_factory=list)
+    """Async handlers that would not stop after cancellation, left running in the background."""
+    lost_thread_job_ids: list[str] = field(default_factory=list)
+    """Sync handlers whose thread overran the job's deadline (the thread kept its pool permit)."""
+    long_held_job_ids: list[str] = field(default_factory=list)
+    """Runs logged for holding a slot past their deadline, or long without one."""
     trigger: str | None = None
 
     @property
@@ -109,8 +116,8 @@ class Worker:
     def stop(self, trigger: str = "stop") -> None:
         """First call starts DRAINING; the next one skips to FORCE_TIMEOUT_PATH; during WAIT_FOR_THREAD it only logs."""
         if self.state is WorkerState.RUNNING and not self._stop_event.is_set():
-            logger.log(
-                logging.WARNING if trigger.startswith("SIG") else logging.INFO,
+            # A routine stop: SIGTERM is how every deploy ends a worker.
+            logger.info(
                 "worker %s: %s received, draining (shutdown_timeout=%gs)",
                 self.worker_id,
                 trigger,
@@ -153,16 +160,35 @@ class Worker:
         return len(self._executor.live_threads) if self._executor is not None else 0
 
     async def run(self) -> WorkerSummary:
-        """Run until stopped (a signal, `stop()`, or with `run_once` no due job); returns what happened."""
+        """Run until stopped (a signal, `stop()`, or with `run_once` no due job); returns what happened.
+
+        Cancelling the task that runs this stops the worker like a second signal (DRAINING, then
+        the force path: nacks, worker row `stopped`, STOPPED); then the cancellation propagates.
+        """
+        settings = self.settings
+        names = self.app.registry.names()
+        if not names and not settings.allow_no_jobs:
+            raise NoJobsRegisteredError(
+                "this worker has no job registered, so it could run nothing; import your jobs modules "
+                "(--jobs-modules / SONIQ_JOBS_MODULES), or pass allow_no_jobs=True (--allow-no-jobs) "
+                "to start one anyway"
+            )
         await self.app.connect()
         await self.backend.prepare_worker(
             PrepareWorkerParams(concurrency=self.concurrency, prefetch=self.runs.prefetch)
         )
-        executor = self._executor = Executor(self.app.sync_pool, self.settings.sync_handler_pool_size)
+        executor = self._executor = Executor(
+            self.app.sync_pool,
+            settings.sync_handler_pool_size,
+            cancel_grace=settings.cancel_grace_seconds,
+        )
         dispatch = Dispatcher(
             self, executor, stop_event=self._stop_event, claiming=self._claiming, write_deadline=self._write_deadline
         )
         await self.backend.register_worker(RegisterWorkerParams(worker=self.info()))
+        # Handlers go in before the 'started' line: a supervisor (or test) that signals on seeing it must
+        # never hit the default SIGTERM action.
+        removers = self._install_signals() if self.install_signal_handlers else []
         logger.info(
             "worker %s started: concurrency=%d queues=%s prefetch=%d backend=%s",
             self.worker_id,
@@ -171,8 +197,18 @@ class Worker:
             self.runs.prefetch,
             type(self.backend).__name__,
         )
-        removers = self._install_signals() if self.install_signal_handlers else []
-        settings = self.settings
+        if self.bus.wants("on_worker_started"):
+            self.bus.worker_started(
+                WorkerStartedEvent(
+                    worker_id=self.worker_id,
+                    app=self.app,
+                    queues=self.queues,
+                    concurrency=self.concurrency,
+                    at=time.time(),
+                )
+            )
+        self._log_budget()
+        cancelled = False
         background = [
             asyncio.create_task(
                 heartbeat_loop(self.backend, self.info, interval=settings.heartbeat_interval), name="soniq-heartbeat"
@@ -186,16 +222,20 @@ class Worker:
                     heartbeat_timeout=settings.heartbeat_timeout,
                     policy=settings.stale_job_policy,
                     keep_going=lambda: self.state is WorkerState.RUNNING,
+                    unknown_job_timeout=settings.unknown_job_timeout,
                 ),
                 name="soniq-stale-sweep",
             ),
+            asyncio.create_task(self._watch(dispatch), name="soniq-watchdog"),
         ]
         try:
             claim_task = asyncio.create_task(dispatch.claim_loop(), name="soniq-claim")
-            await self._stop_event.wait()
-            sequence = ShutdownSequence(self, self.runs, executor)
-            self._shutdown_info = sequence.info(trigger=self.trigger, signal_at=self._signal_at or time.time())
-            await sequence.run(trigger=self.trigger, claim_task=claim_task)
+            try:
+                await self._stop_event.wait()
+            except asyncio.CancelledError:
+                cancelled = True
+                self._cancelled()
+            cancelled = await self._shut_down(executor, claim_task) or cancelled
         finally:
             for task in background:
                 task.cancel()
@@ -207,7 +247,81 @@ class Worker:
                 remove()
         self.summary.final_state = self.state
         self.summary.trigger = self._trigger
+        self.summary.lost_thread_job_ids = list(executor.lost_thread_history)
+        if cancelled:
+            raise asyncio.CancelledError
         return self.summary
+
+    async def _shut_down(self, executor: Executor, claim_task: asyncio.Task[None]) -> bool:
+        """Run the shutdown sequence to STOPPED even if this task is cancelled meanwhile; True if it was."""
+        sequence = ShutdownSequence(self, self.runs, executor)
+        self._shutdown_info = sequence.info(trigger=self.trigger, signal_at=self._signal_at or time.time())
+        running = asyncio.ensure_future(sequence.run(trigger=self.trigger, claim_task=claim_task))
+        cancelled = False
+        while True:
+            try:
+                await asyncio.shield(running)
+                return cancelled
+            except asyncio.CancelledError:
+                if running.done():
+                    raise
+                cancelled = True
+                self._cancelled()
+
+    def _cancelled(self) -> None:
+        """The task running the worker was cancelled (a FastAPI lifespan ending): stop as on a second signal."""
+        current = asyncio.current_task()
+        if current is not None:
+            # The shutdown below must be able to await; the cancellation is re-raised once it is done.
+            current.uncancel()
+        if not self._stop_event.is_set():
+            self.stop("cancelled")
+        if not self._force_event.is_set() and self.state is not WorkerState.WAIT_FOR_THREAD:
+            logger.info("worker %s: run_worker() task cancelled, skipping the rest of DRAINING", self.worker_id)
+            self._force_event.set()
+
+    async def _watch(self, dispatch: Dispatcher) -> None:
+        while True:
+            await asyncio.sleep(min(5.0, self.settings.heartbeat_interval))
+            dispatch.check_long_held()
+
+    def _log_budget(self) -> None:
+        """Say at start how long a shutdown may take, so the platform's stop timeout can be set to fit."""
+        settings = self.settings
+        async_bound = (
+            max(settings.shutdown_timeout, settings.prefetch_release_timeout)
+            + CANCEL_UNWIND_SECONDS
+            + NACK_WRITE_SECONDS
+        )
+        grace = settings.effective_sync_grace
+        registry = self.app.registry
+        definitions = [d for d in (registry.get(n) for n in registry.names()) if d is not None]
+        logger.info(
+            "worker %s: a shutdown takes up to %gs with async jobs in flight (shutdown_timeout %gs, "
+            "prefetch_release_timeout %gs, %gs to unwind, %gs for nacks); running sync jobs add up to %gs "
+            "(sync_handler_grace_seconds), then it waits for them without bound. Set the platform's stop "
+            "timeout above %gs: docker stop --time / --stop-timeout, Kubernetes terminationGracePeriodSeconds, "
+            "systemd TimeoutStopSec (see docs/deployment.md)",
+            self.worker_id,
+            async_bound,
+            settings.shutdown_timeout,
+            settings.prefetch_release_timeout,
+            CANCEL_UNWIND_SECONDS,
+            NACK_WRITE_SECONDS,
+            grace,
+            async_bound + (grace if any(not d.is_async for d in definitions) else 0.0),
+        )
+        if settings.job_timeout is None:
+            untimed = [d.name for d in definitions if d.timeout is None]
+            if untimed:
+                logger.warning(
+                    "worker %s: job_timeout is not set, so %d job(s) (%s) have no deadline: a handler that "
+                    "never returns holds its slot for good and is handed back intact at every shutdown. "
+                    "Set job_timeout (SONIQ_JOB_TIMEOUT) or timeout= on the job",
+                    self.worker_id,
+                    len(untimed),
+                    ", ".join(untimed[:10]) + (", ..." if len(untimed) > 10 else ""),
+                )
 
     async def _mark_stopped(self) -> None:
         left = [*self.summary.unsettled_job_ids, *self.summary.unreleased_job_ids]
@@ -239,6 +353,7 @@ class Worker:
             pid=os.getpid(),
             queues=self.queues,
             concurrency=self.concurrency,
+            job_names=tuple(self.app.registry.names()),
         )
 
     @property

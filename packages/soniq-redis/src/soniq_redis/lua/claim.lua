@@ -1,16 +1,24 @@
 -- Move up to `limit` due queued rows to processing, in priority, scheduled_at,
--- created_at, id order across the requested queues.
+-- created_at, id order across the requested queues; with job names, only rows
+-- of those names (the others keep their place and are not written at all).
 -- ARGV: prefix, processing-status, worker_id, limit, mark_started ('1'/'0'),
--- every-queue ('1'/'0'), queue names...
+-- name count (-1 = any name), job names..., every-queue ('1'/'0'), queue names...
 local target = ARGV[2]
 check_status(target)
 local worker, limit, mark = ARGV[3], tonumber(ARGV[4]), ARGV[5] == '1'
+local name_count = tonumber(ARGV[6])
+local names = nil
+if name_count >= 0 then
+  names = {}
+  for i = 7, 6 + name_count do names[ARGV[i]] = true end
+end
+local qpos = 7 + math.max(name_count, 0)
 local queues
-if ARGV[6] == '1' then
+if ARGV[qpos] == '1' then
   queues = redis.call('SMEMBERS', P .. 'queues')
 else
   queues = {}
-  for i = 7, #ARGV do queues[#queues + 1] = ARGV[i] end
+  for i = qpos + 1, #ARGV do queues[#queues + 1] = ARGV[i] end
 end
 local now = now_us()
 local stamp = int(now)
@@ -38,9 +46,31 @@ local function before(a, b)
   return #a < #b
 end
 
+-- Members of rows of other names stay in the ready set; `skipped[i]` counts
+-- those in front of queue i's head, so the head is read past them.
+local skipped = {}
+local function head(i)
+  local rk = ready_key(queues[i])
+  while true do
+    local member = redis.call('ZRANGE', rk, skipped[i], skipped[i])[1]
+    if member == nil then return nil end
+    local id = string.sub(member, MEMBER_ID_OFFSET)
+    local f = redis.call('HMGET', job_key(id), 'status', 'rk', 'job_name')
+    if f[1] ~= 'queued' or f[2] ~= member then
+      -- A member left behind by a row that has since moved on.
+      redis.call('ZREM', rk, member)
+    elseif names ~= nil and not names[f[3]] then
+      skipped[i] = skipped[i] + 1
+    else
+      return member
+    end
+  end
+end
+
 local heads = {}
-for i, queue in ipairs(queues) do
-  heads[i] = redis.call('ZRANGE', ready_key(queue), 0, 0)[1]
+for i = 1, #queues do
+  skipped[i] = 0
+  heads[i] = head(i)
 end
 local claimed = {}
 while #claimed < limit do
@@ -50,24 +80,20 @@ while #claimed < limit do
   end
   if best == nil then break end
   local member = heads[best]
-  local rk = ready_key(queues[best])
-  redis.call('ZREM', rk, member)
-  heads[best] = redis.call('ZRANGE', rk, 0, 0)[1]
+  redis.call('ZREM', ready_key(queues[best]), member)
+  heads[best] = head(best)
   local id = string.sub(member, MEMBER_ID_OFFSET)
   local k = job_key(id)
-  local f = redis.call('HMGET', k, 'status', 'queue', 'created_at', 'rk')
-  -- Skip a member left behind by a row that has since moved on.
-  if f[1] == 'queued' and f[4] == member then
-    transition(id, f[2], f[3], f[1], target)
-    redis.call('HSET', k, 'worker_id', worker, 'updated_at', stamp)
-    if mark then
-      redis.call('HSET', k, 'started_at', stamp)
-    else
-      redis.call('HDEL', k, 'started_at')
-    end
-    redis.call('HDEL', k, 'rk')
-    redis.call('SADD', wproc_key(worker), id)
-    claimed[#claimed + 1] = redis.call('HGETALL', k)
+  local f = redis.call('HMGET', k, 'status', 'queue', 'created_at')
+  transition(id, f[2], f[3], f[1], target)
+  redis.call('HSET', k, 'worker_id', worker, 'updated_at', stamp)
+  if mark then
+    redis.call('HSET', k, 'started_at', stamp)
+  else
+    redis.call('HDEL', k, 'started_at')
   end
+  redis.call('HDEL', k, 'rk')
+  redis.call('SADD', wproc_key(worker), id)
+  claimed[#claimed + 1] = redis.call('HGETALL', k)
 end
 return claimed

@@ -1,0 +1,165 @@
+"""What every command shares: finding the app, opening and closing it, one-line errors."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlsplit
+
+from soniq.app import Soniq
+from soniq.errors import SoniqError
+from soniq.redaction import redact_text, redact_url
+from soniq.settings import DEFAULT_DATABASE_URL
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+CLOSE_TIMEOUT_SECONDS = 10.0
+
+T = TypeVar("T")
+logger = logging.getLogger("soniq.cli")
+
+
+class CLIError(Exception):
+    """A failure to report as one line, exit 1."""
+
+
+def split_names(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _path_hint(name: str) -> str | None:
+    """The dotted module name a file path was probably meant as, else None."""
+    if "/" not in name and "\\" not in name and not name.endswith(".py"):
+        return None
+    stem = name[:-3] if name.endswith(".py") else name
+    dotted = ".".join(part for part in stem.replace("\\", "/").split("/") if part not in ("", "."))
+    return dotted or None
+
+
+def import_jobs_modules(modules: Sequence[str]) -> None:
+    """Import the jobs modules, finding them in the working directory too.
+
+    The working directory goes LAST on `sys.path`: first, a stray
+    ``aiosqlite.py`` or ``asyncpg.py`` lying there would be imported in place
+    of the real driver.
+    """
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.append(cwd)
+    for name in modules:
+        dotted = _path_hint(name)
+        if dotted is not None:
+            raise CLIError(f"--jobs-modules takes module names, not file paths: use {dotted!r} instead of {name!r}")
+        try:
+            importlib.import_module(name)
+        except SoniqError:
+            raise
+        except BaseException as exc:
+            if isinstance(exc, KeyboardInterrupt):
+                raise
+            detail = f"{type(exc).__name__}: {exc}"
+            raise CLIError(f"could not import jobs module {name!r}: {detail}") from None
+
+
+def find_app(modules: Sequence[str]) -> Soniq | None:
+    """The Soniq instance the modules' jobs are registered on (or that they define)."""
+    candidates: list[Soniq] = []
+    for name in modules:
+        module = sys.modules.get(name)
+        for value in vars(module).values() if module else ():
+            if isinstance(value, Soniq) and value not in candidates:
+                candidates.append(value)
+    for app in Soniq.instances():
+        if app not in candidates and any(m in app.registry.modules() for m in modules):
+            candidates.append(app)
+    with_jobs = [app for app in candidates if len(app.registry)] or candidates
+    if len(with_jobs) > 1:
+        listing = ", ".join(redact_text(repr(app)) for app in with_jobs)
+        raise CLIError(f"the jobs modules define several Soniq apps ({listing}); keep one per worker")
+    return with_jobs[0] if with_jobs else None
+
+
+def check_port(url: str) -> None:
+    """Refuse a URL whose port is not a number, in words, before a driver turns it into a traceback."""
+    try:
+        _ = urlsplit(url).port
+    except ValueError:
+        raise CLIError(f"invalid URL {redact_url(url)!r}: the port must be a number from 0 to 65535") from None
+
+
+def build_app(args: argparse.Namespace, *, need_jobs: bool) -> Soniq:
+    modules = split_names(args.jobs_modules) if getattr(args, "jobs_modules", None) else None
+    if modules is None:
+        modules = split_names(os.environ.get("SONIQ_JOBS_MODULES")) or []
+    url: str | None = getattr(args, "database_url", None)
+    if url:
+        check_port(url)
+    app: Soniq | None = None
+    if modules:
+        import_jobs_modules(modules)
+        app = find_app(modules)
+    if app is None:
+        if need_jobs and modules:
+            raise CLIError(f"no Soniq app with jobs found in {', '.join(modules)}")
+        overrides: dict[str, Any] = {}
+        if url:
+            overrides["database_url"] = url
+        app = Soniq(**overrides)
+    elif url and url != app.settings.database_url:
+        app.use_database_url(url)
+    check_port(app.settings.resolved_database_url)
+    return app
+
+
+def default_database_file(app: Soniq) -> Path | None:
+    """The file of the SQLite default when no URL was given at all, else None."""
+    if app.settings.database_url is not None:
+        return None
+    parts = urlsplit(DEFAULT_DATABASE_URL)
+    if parts.scheme != "sqlite":
+        return None
+    return Path.cwd() / unquote(parts.path)[1:]
+
+
+def refuse_to_create_default(app: Soniq, command: str) -> None:
+    """A read-only command must not leave an empty ``./soniq.db`` behind because no URL was set."""
+    path = default_database_file(app)
+    if path is None:
+        return
+    if not path.exists():
+        raise CLIError(
+            f"no database URL given and {path} does not exist; pass --database-url or set "
+            f"SONIQ_DATABASE_URL (soniq {command} does not create a database; `soniq setup` creates the SQLite default)"
+        )
+    # The check above leaves a moment in which the file could go; the backend's own option closes it.
+    try:
+        app.use_database_url(DEFAULT_DATABASE_URL, create_if_missing=False)
+    except (TypeError, SoniqError):
+        pass  # a backend for this scheme without the option: the existence check stands alone
+
+
+async def _with_app(app: Soniq, body: Callable[[Soniq], Awaitable[T]]) -> T:
+    try:
+        return await body(app)
+    finally:
+        try:
+            await asyncio.wait_for(app.close(), CLOSE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            logging.getLogger("soniq").warning(
+                "closing the backend took over %gs; exiting without waiting for it", CLOSE_TIMEOUT_SECONDS
+            )
+
+
+def run_with_app(app: Soniq, body: Callable[[Soniq], Awaitable[T]]) -> T:
+    """Run `body` against the app on a fresh loop, closing the app however it ends."""
+    return asyncio.run(_with_app(app, body))

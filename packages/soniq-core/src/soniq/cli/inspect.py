@@ -1,0 +1,161 @@
+"""``soniq status``, ``soniq inspect`` and ``soniq recover``: what the queue and its workers look like."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from soniq.cli.common import EXIT_OK, CLIError, build_app, refuse_to_create_default, run_with_app
+from soniq.cli.output import format_age, heartbeat_age, safe
+from soniq.records import RecoveryResult, WorkerRecord, WorkerStatus
+from soniq.redaction import redact_url
+
+if TYPE_CHECKING:
+    from soniq.app import Soniq
+    from soniq.cli.parser import SoniqArgumentParser
+
+
+def worker_view(worker: WorkerRecord, *, heartbeat_timeout: float, now: datetime) -> dict[str, Any]:
+    """One worker as the commands show it; `stale` means silent longer than heartbeat_timeout."""
+    age = heartbeat_age(worker.last_heartbeat, now=now)
+    return {
+        "id": worker.id,
+        "hostname": worker.hostname,
+        "pid": worker.pid,
+        "status": worker.status.value,
+        "queues": list(worker.queues) if worker.queues else None,
+        "concurrency": worker.concurrency,
+        "job_names": list(worker.job_names) if worker.job_names is not None else None,
+        "last_heartbeat": worker.last_heartbeat.isoformat(),
+        "heartbeat_age_seconds": round(age, 3),
+        "stale": worker.status is not WorkerStatus.STOPPED and age > heartbeat_timeout,
+        "started_at": worker.started_at.isoformat(),
+    }
+
+
+def _load(args: argparse.Namespace, command: str, *, stats: bool) -> tuple[Soniq, dict[str, int], list[WorkerRecord]]:
+    app = build_app(args, need_jobs=False)
+    refuse_to_create_default(app, command)
+
+    async def body(app: Soniq) -> tuple[dict[str, int], list[WorkerRecord]]:
+        backend = await app.connected_backend()
+        counts = await app.get_queue_stats(queue=getattr(args, "queue", None)) if stats else {}
+        return counts, await backend.list_workers()
+
+    counts, workers = run_with_app(app, body)
+    return app, counts, workers
+
+
+def _worker_line(view: dict[str, Any]) -> str:
+    stale = "STALE?" if view["stale"] else "-"
+    return (
+        f"{safe(view['id'])}  {safe(view['hostname'])}:{view['pid']}  {view['status']}  "
+        f"heartbeat {format_age(view['heartbeat_age_seconds'])} ago  stale? {stale}"
+    )
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    app, stats, workers = _load(args, "status", stats=True)
+    now = datetime.now(UTC)
+    timeout = app.settings.heartbeat_timeout
+    views = [worker_view(w, heartbeat_timeout=timeout, now=now) for w in workers]
+    if args.json:
+        print(
+            json.dumps(
+                {"database_url": redact_url(app.settings.resolved_database_url), "stats": stats, "workers": views},
+                indent=2,
+            )
+        )
+        return EXIT_OK
+    print(f"{'database':>12}  {safe(redact_url(app.settings.resolved_database_url))}")
+    for key, value in stats.items():
+        print(f"{key:>12}  {value}")
+    live = [v for v in views if v["status"] != WorkerStatus.STOPPED.value]
+    stale = sum(1 for v in live if v["stale"])
+    print(
+        f"{'workers':>12}  {len(live)} running ({stale} stale?), {len(views) - len(live)} stopped; "
+        f"stale means no heartbeat for over {timeout:g}s"
+    )
+    for view in live:
+        print(f"{'':>12}  {_worker_line(view)}")
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    app, _, workers = _load(args, "inspect", stats=False)
+    now = datetime.now(UTC)
+    views = [worker_view(w, heartbeat_timeout=app.settings.heartbeat_timeout, now=now) for w in workers]
+    if not args.all:
+        views = [v for v in views if v["status"] != WorkerStatus.STOPPED.value]
+    if args.json:
+        print(json.dumps({"heartbeat_timeout": app.settings.heartbeat_timeout, "workers": views}, indent=2))
+        return EXIT_OK
+    if not views:
+        print("no running workers" if not args.all else "no workers")
+    for view in views:
+        print(_worker_line(view))
+        queues = ", ".join(safe(q) for q in view["queues"]) if view["queues"] else "all"
+        print(f"    queues: {queues}  concurrency: {view['concurrency']}  started {view['started_at']}")
+        names = view["job_names"]
+        listed = "not reported" if names is None else (", ".join(safe(n) for n in names) or "none")
+        print(f"    jobs: {listed}")
+    return EXIT_OK
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    stale_after: float | None = args.stale_after
+    if stale_after is not None and (not math.isfinite(stale_after) or stale_after <= 0):
+        raise CLIError(f"--stale-after must be a finite number of seconds above 0, got {stale_after!r}")
+    app = build_app(args, need_jobs=False)
+    refuse_to_create_default(app, "recover")
+    if stale_after is not None and stale_after < app.settings.heartbeat_interval:
+        print(
+            f"soniq recover: warning: --stale-after {stale_after:g}s is under heartbeat_interval "
+            f"({app.settings.heartbeat_interval:g}s); workers that are alive may be treated as gone",
+            file=sys.stderr,
+        )
+
+    async def body(app: Soniq) -> RecoveryResult:
+        if stale_after is None:
+            return await app.recover()
+        from soniq.worker.loops import sweep_once
+
+        # Bypasses the heartbeat_timeout setting on purpose: the operator knows the worker is gone.
+        backend = await app.connected_backend()
+        return await sweep_once(backend, app.bus, heartbeat_timeout=stale_after, policy=app.settings.stale_job_policy)
+
+    result = run_with_app(app, body)
+    if result.skipped:
+        print("another process is sweeping right now; nothing done")
+        return EXIT_OK
+    print(
+        f"stale workers: {', '.join(safe(w) for w in result.stale_workers) or 'none'}; "
+        f"requeued {len(result.requeued)} rows, dead-lettered {len(result.dead_lettered)}"
+    )
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: SoniqArgumentParser) -> None:
+    p = sub.add_parser("status", parents=[common], help="queue counts and workers, with heartbeat age")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--queue", default=None, help="count only this queue")
+    p.set_defaults(func=cmd_status, parser=p)
+
+    p = sub.add_parser("inspect", parents=[common], help="each worker: heartbeat age, stale?, queues, jobs")
+    p.add_argument("--json", action="store_true", help="print JSON instead of text")
+    p.add_argument("--all", action="store_true", help="include stopped workers")
+    p.set_defaults(func=cmd_inspect, parser=p)
+
+    p = sub.add_parser("recover", parents=[common], help="one stale-worker sweep now")
+    p.add_argument(
+        "--stale-after",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="treat workers silent this long as gone (default: the heartbeat_timeout setting)",
+    )
+    p.set_defaults(func=cmd_recover, parser=p)

@@ -1,0 +1,63 @@
+"""``soniq enqueue``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from typing import TYPE_CHECKING
+
+from soniq.cli.common import EXIT_OK, CLIError, build_app, run_with_app
+from soniq.cli.output import safe
+
+if TYPE_CHECKING:
+    from soniq.app import Soniq
+    from soniq.cli.parser import SoniqArgumentParser
+
+# A hundred years: far beyond any real delay, and well inside what every store can hold as a timestamp.
+MAX_DELAY_SECONDS = 100 * 365.25 * 86400
+
+
+def parse_delay(value: float | None) -> float | None:
+    if value is None:
+        return None
+    if not math.isfinite(value) or not 0 <= value <= MAX_DELAY_SECONDS:
+        raise CLIError(
+            f"--delay must be a finite number of seconds from 0 to {MAX_DELAY_SECONDS:.0f} (100 years), got {value!r}"
+        )
+    return value
+
+
+def parse_args_json(text: str | None) -> dict[str, object]:
+    if not text:
+        return {}
+    try:
+        kwargs = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"--args is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise CLIError("--args is nested too deeply to decode") from None
+    if not isinstance(kwargs, dict):
+        raise CLIError("--args must be a JSON object of keyword arguments")
+    return kwargs
+
+
+def cmd_enqueue(args: argparse.Namespace) -> int:
+    delay = parse_delay(args.delay)
+    kwargs = parse_args_json(args.args)
+    app = build_app(args, need_jobs=False)
+
+    async def body(app: Soniq) -> str:
+        return await app.enqueue(args.name, args=kwargs, queue=args.queue, scheduled_at=delay)
+
+    print(safe(run_with_app(app, body)))
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: SoniqArgumentParser) -> None:
+    p = sub.add_parser("enqueue", parents=[common], help="queue one job by name; prints its id")
+    p.add_argument("name", help="the registered job name")
+    p.add_argument("--args", default=None, metavar="JSON", help="JSON object of keyword arguments, e.g. '{\"n\": 1}'")
+    p.add_argument("--queue", default=None, help="queue to put it on (default: the job's own queue)")
+    p.add_argument("--delay", type=float, default=None, metavar="SECONDS", help="run no earlier than this from now")
+    p.set_defaults(func=cmd_enqueue, parser=p)

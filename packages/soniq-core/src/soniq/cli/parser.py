@@ -1,0 +1,119 @@
+"""The argument parser: one-line usage errors, the shared flags, and the one list of commands."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
+
+from soniq.cli.common import EXIT_USAGE
+from soniq.cli.output import safe
+from soniq.commands import add_plugin_commands
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+Register = Callable[["argparse._SubParsersAction[SoniqArgumentParser]", "SoniqArgumentParser"], None]
+
+
+class SoniqArgumentParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line naming the command and its ``--help``."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {safe(message)} ({self.prog} --help)\n")
+        sys.exit(EXIT_USAGE)
+
+    def unrecognized(self, extras: Sequence[str]) -> NoReturn:
+        """Report flags this (sub)command does not know, with the closest known flag when one is near."""
+        known = [opt for action in self._actions for opt in action.option_strings if opt.startswith("--")]
+        hint = ""
+        for extra in extras:
+            if extra.startswith("-"):
+                close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1)
+                if close:
+                    hint = f"; did you mean {close[0]}?"
+                    break
+        self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+
+
+class VersionAction(argparse.Action):
+    """``soniq -V``: core's version and every installed backend's."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from soniq.cli.plugins import version_text
+
+        print(version_text())
+        parser.exit()
+
+
+def add_log_flags(parser: argparse.ArgumentParser, *, default: str | None) -> None:
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        dest="log_level",
+        action="store_const",
+        const="DEBUG",
+        default=default,
+        help="debug logging for Soniq's own loggers (same as --log-level DEBUG)",
+    )
+    parser.add_argument(
+        "--log-level",
+        dest="log_level",
+        type=str.upper,
+        choices=LOG_LEVELS,
+        default=default,
+        metavar="LEVEL",
+        help="level of the 'soniq' loggers: DEBUG, INFO (default), WARNING, ERROR or CRITICAL; "
+        "other libraries stay at INFO",
+    )
+
+
+def common_flags() -> SoniqArgumentParser:
+    """The flags every command takes."""
+    common = SoniqArgumentParser(add_help=False)
+    common.add_argument(
+        "--database-url",
+        default=None,
+        metavar="URL",
+        help="backend URL (default: the jobs modules' app, else SONIQ_DATABASE_URL, else sqlite:///soniq.db)",
+    )
+    common.add_argument(
+        "--jobs-modules",
+        default=None,
+        metavar="MODULES",
+        help="comma-separated dotted module names to import, e.g. myapp.jobs (default: SONIQ_JOBS_MODULES)",
+    )
+    # SUPPRESS: a subcommand that was not given the flag must not reset what `soniq -v CMD` set.
+    add_log_flags(common, default=argparse.SUPPRESS)
+    return common
+
+
+def command_registrars() -> list[Register]:
+    """Every built-in command group, in the order ``soniq --help`` lists them.
+
+    Commands from other distributions (the ``soniq.commands`` entry points)
+    are added right after these, in `build_parser`.
+    """
+    from soniq.cli import dead_letter, inspect, jobs, plugins, worker
+
+    return [worker.register, jobs.register, inspect.register, dead_letter.register, plugins.register]
+
+
+def build_parser(argv: Sequence[str] = ()) -> SoniqArgumentParser:
+    """The whole CLI; `argv` says which ``soniq.commands`` entry point to import (only the one run)."""
+    parser = SoniqArgumentParser(
+        prog="soniq",
+        description="Soniq background jobs. Usage errors exit 2, other failures print one line and exit 1.",
+    )
+    parser.add_argument("-V", "--version", action=VersionAction, help="versions of soniq-core and installed backends")
+    add_log_flags(parser, default=None)
+    common = common_flags()
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in command_registrars():
+        register(sub, common)
+    add_plugin_commands(sub, common, argv, taken=list(sub.choices))
+    return parser

@@ -1,0 +1,84 @@
+"""``soniq setup`` and ``soniq worker``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from typing import TYPE_CHECKING, Any
+
+from soniq.cli.common import EXIT_OK, CLIError, build_app, run_with_app, split_names
+from soniq.redaction import redact_url
+
+if TYPE_CHECKING:
+    from soniq.app import Soniq
+    from soniq.cli.parser import SoniqArgumentParser
+
+
+def cmd_setup(args: argparse.Namespace) -> int:
+    app = build_app(args, need_jobs=False)
+
+    async def body(app: Soniq) -> None:
+        await app.setup()
+
+    run_with_app(app, body)
+    print(f"schema ready at {redact_url(app.settings.resolved_database_url)}")
+    return EXIT_OK
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    app = build_app(args, need_jobs=True)
+    queues = split_names(args.queues)
+    overrides: dict[str, Any] = {}
+    if args.concurrency is not None:
+        overrides["concurrency"] = args.concurrency
+    if args.allow_no_jobs:
+        overrides["allow_no_jobs"] = True
+    if args.metrics_port is not None:
+        overrides["metrics_port"] = args.metrics_port
+    if overrides:
+        app.settings = app.settings.with_overrides(**overrides)
+    if not len(app.registry) and not getattr(app.settings, "allow_no_jobs", False):
+        raise CLIError(
+            "no jobs are registered, so this worker could run nothing; pass --jobs-modules myapp.jobs "
+            "(or set SONIQ_JOBS_MODULES), or --allow-no-jobs to start it anyway"
+        )
+
+    async def body(app: Soniq) -> Any:
+        summary = await app.run_worker(concurrency=args.concurrency, queues=queues, run_once=args.run_once)
+        # The worker is STOPPED: a late SIGTERM/SIGINT while the app closes must not turn exit 0 into a kill.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        return summary
+
+    summary = run_with_app(app, body)
+    logging.getLogger("soniq").info(
+        "worker %s stopped: %s, %d rows handled, %d nack'd",
+        summary.worker_id,
+        " -> ".join(s.value for s in summary.states),
+        summary.processed,
+        len(summary.nacked_job_ids),
+    )
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: SoniqArgumentParser) -> None:
+    p = sub.add_parser("setup", parents=[common], help="create or upgrade the schema")
+    p.set_defaults(func=cmd_setup, parser=p)
+
+    p = sub.add_parser("worker", parents=[common], help="run a worker until SIGTERM/SIGINT")
+    p.add_argument("--concurrency", type=int, default=None, metavar="N", help="jobs run at once (setting concurrency)")
+    p.add_argument("--queues", default=None, metavar="Q1,Q2", help="comma-separated queues to serve (default: all)")
+    p.add_argument("--run-once", action="store_true", help="stop once no job is due")
+    p.add_argument(
+        "--allow-no-jobs",
+        action="store_true",
+        help="start even when no job is registered (setting allow_no_jobs); such a worker claims nothing",
+    )
+    p.add_argument(
+        "--metrics-port",
+        default=None,
+        metavar="PORT",
+        help="serve /metrics on this port (setting metrics_port; needs an exporter such as soniq-prometheus)",
+    )
+    p.set_defaults(func=cmd_worker, parser=p)

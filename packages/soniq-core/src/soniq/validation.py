@@ -1,0 +1,179 @@
+"""Checks every producer value passes in core, before any store sees it.
+
+Backends differ in what they reject and how (a driver error quoting the whole
+arguments, a "store unreachable", or silent acceptance), so core decides once
+and the same value fails the same way on every backend, with nothing stored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import unicodedata
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from soniq.errors import JobArgumentsError, SoniqError
+
+MAX_ARGS_DEPTH = 64
+"""Deepest nesting of lists and dicts accepted in job arguments (the top-level dict is level 1)."""
+
+MAX_QUEUE_NAME_BYTES = 200
+PRIORITY_MIN = -(2**31)
+PRIORITY_MAX = 2**31 - 1
+SCHEDULE_MIN = datetime(1970, 1, 1, tzinfo=UTC)
+SCHEDULE_MAX = datetime(9999, 12, 31, tzinfo=UTC)
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+class JobOptionsError(SoniqError, ValueError):
+    """A queue name, priority, schedule or listing bound that Soniq does not accept."""
+
+
+def check_queue_name(queue: object, *, what: str = "queue") -> str:
+    """`queue` if every backend and ``--queues`` can serve it, else `JobOptionsError` saying why."""
+    if not isinstance(queue, str):
+        raise JobOptionsError(f"{what} must be a string, got {type(queue).__name__}")
+    if not queue:
+        raise JobOptionsError(f"{what} must not be empty")
+    if queue != queue.strip():
+        raise JobOptionsError(f"{what} {queue!r} has leading or trailing spaces, which `--queues` cannot match")
+    if "," in queue:
+        raise JobOptionsError(f"{what} {queue!r} contains ',', which `--queues a,b` uses to separate names")
+    for char in queue:
+        if unicodedata.category(char) in ("Cc", "Cs"):
+            kind = "a lone surrogate" if unicodedata.category(char) == "Cs" else "a control character"
+            raise JobOptionsError(f"{what} {queue!r} contains {kind} (U+{ord(char):04X})")
+    size = len(queue.encode("utf-8"))
+    if size > MAX_QUEUE_NAME_BYTES:
+        raise JobOptionsError(f"{what} is {size} bytes in UTF-8, over the limit of {MAX_QUEUE_NAME_BYTES} bytes")
+    return queue
+
+
+def check_priority(priority: object) -> int:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise JobOptionsError(f"priority must be a whole number, got {priority!r}")
+    if not PRIORITY_MIN <= priority <= PRIORITY_MAX:
+        raise JobOptionsError(f"priority must be between {PRIORITY_MIN} and {PRIORITY_MAX}, got {priority}")
+    return priority
+
+
+def resolve_scheduled_at(value: object, *, now: datetime | None = None) -> datetime:
+    """A datetime (naive means UTC), a timedelta from now, or seconds from now, within 1970..9999."""
+    now = now or datetime.now(UTC)
+    if value is None:
+        return now
+    if isinstance(value, bool):
+        raise JobOptionsError(f"scheduled_at must be a datetime, timedelta or seconds, got {value!r}")
+    try:
+        if isinstance(value, datetime):
+            when = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        elif isinstance(value, timedelta):
+            when = now + value
+        elif isinstance(value, (int, float)):
+            if isinstance(value, float) and not math.isfinite(value):
+                raise JobOptionsError(f"scheduled_at must be a finite number of seconds, got {value!r}")
+            when = now + timedelta(seconds=float(value))
+        else:
+            raise JobOptionsError(f"scheduled_at must be a datetime, timedelta or seconds, got {type(value).__name__}")
+    except (OverflowError, ValueError) as exc:
+        if isinstance(exc, JobOptionsError):
+            raise
+        raise JobOptionsError(f"scheduled_at {value!r} is out of range (between 1970 and 9999 UTC)") from None
+    if not SCHEDULE_MIN <= when <= SCHEDULE_MAX:
+        raise JobOptionsError(f"scheduled_at {value!r} is out of range (between 1970 and 9999 UTC)")
+    return when
+
+
+def check_page(limit: object, offset: object) -> tuple[int, int]:
+    """The same error for a bad listing page on every backend."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise JobOptionsError(f"{name} must be a whole number >= 0, got {value!r}")
+    assert isinstance(limit, int)
+    assert isinstance(offset, int)
+    return limit, offset
+
+
+def _path(parts: list[str | int]) -> str:
+    return "args" + "".join(f"[{part!r}]" for part in parts)
+
+
+def _find_problem(args: Mapping[str, Any]) -> str | None:
+    """What is wrong with `args` and where, walking without recursion (a 5,000-deep value is fine to walk)."""
+    stack: list[tuple[Any, list[str | int]]] = [(args, [])]
+    while stack:
+        value, path = stack.pop()
+        if len(path) >= MAX_ARGS_DEPTH and isinstance(value, (dict, list, tuple)):
+            return f"{_path(path[:3])}... is nested more than {MAX_ARGS_DEPTH} levels deep"
+        if isinstance(value, str):
+            problem = _text_problem(value)
+            if problem:
+                return f"{_path(path)} contains {problem}"
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                return f"{_path(path)} is {value!r}, which JSON cannot carry"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    # JSON turns these into strings itself; anything else cannot be a key.
+                    if key is not None and not isinstance(key, (int, float)):
+                        return f"{_path(path)} has a key of type {type(key).__name__}; keys must be str"
+                    key = str(key)
+                problem = _text_problem(key)
+                if problem or "\x00" in key:
+                    return f"{_path(path)} has a key that contains {problem or 'a NUL character'}"
+                stack.append((item, [*path, key]))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, [*path, index]) for index, item in enumerate(value))
+        elif value is not None and not isinstance(value, (bool, int)):
+            return f"{_path(path)} is of type {type(value).__name__}, which is not JSON"
+    return None
+
+
+def _text_problem(text: str) -> str | None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate (U+{ord(text[exc.start]):04X})"
+    return None
+
+
+def encode_args(job_name: str, args: Mapping[str, Any], *, max_bytes: int) -> tuple[dict[str, Any], str]:
+    """`args` as a plain dict and compact JSON text, or `JobArgumentsError` naming the problem.
+
+    The message says where the problem is and never quotes the arguments, which may be secret or huge.
+    The fast path is one C-level encode; the walk runs only when a cheap test says it might find something.
+    """
+
+    def fail(problem: str) -> JobArgumentsError:
+        return JobArgumentsError(
+            f"arguments of job {job_name!r} are not JSON-serialisable: {problem}; pass str, int, float, bool, None, "
+            f"lists and dicts with str keys, nested at most {MAX_ARGS_DEPTH} levels"
+        )
+
+    try:
+        encoded = _ENCODER.encode(args)
+    except RecursionError:
+        raise fail(f"they are nested more than {MAX_ARGS_DEPTH} levels deep") from None
+    except (TypeError, ValueError):
+        raise fail(_find_problem(args) or "they are not JSON-serialisable") from None
+    try:
+        raw = encoded.encode("utf-8")
+    except UnicodeEncodeError:
+        raise fail(_find_problem(args) or "they contain a lone surrogate") from None
+    # Containers cannot nest deeper than there are brackets, and a NUL always shows as its escape.
+    suspicious = encoded.count("[") + encoded.count("{") >= MAX_ARGS_DEPTH or "\\u0000" in encoded
+    if suspicious:
+        problem = _find_problem(args)
+        if problem is not None:
+            raise fail(problem)
+    if len(raw) > max_bytes:
+        raise JobArgumentsError(
+            f"arguments of job {job_name!r} are {len(raw)} bytes as JSON, over the limit of {max_bytes} bytes "
+            "(setting 'max_args_bytes', environment variable SONIQ_MAX_ARGS_BYTES); store large payloads "
+            "elsewhere and pass a reference"
+        )
+    return dict(args), encoded

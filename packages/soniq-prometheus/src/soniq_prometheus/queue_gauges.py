@@ -1,0 +1,203 @@
+"""Queue and worker gauges read from the store when Prometheus scrapes, at a bounded cost.
+
+A scrape arrives on the HTTP server's thread while the store's client lives on the
+worker's event loop, so the reads are handed to that loop and awaited with a deadline.
+One refresh serves every scrape for `cache_seconds`; a refresh costs one worker listing
+plus, per known queue, one `get_queue_stats` and one `list_jobs` of at most `scan_limit`
+rows (the oldest queued ones), for at most `max_queues` queues. The store has no read
+for "scheduled count" or "oldest queued age" yet, so they come from that bounded
+`list_jobs`: exact while a queue holds at most `scan_limit` queued rows, otherwise the
+scheduled count covers only the oldest `scan_limit` of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from soniq.app import Soniq
+
+logger = logging.getLogger("soniq_prometheus")
+
+WORKER_STATUSES = ("active", "stopping", "stopped")
+QUEUE_STATES = ("queued", "scheduled", "processing")
+
+
+@dataclass
+class QueueSnapshot:
+    jobs: dict[tuple[str, str], int] = field(default_factory=dict)
+    """(queue, state) -> rows; state is queued (due now), scheduled (due later) or processing."""
+    oldest_age: dict[str, float] = field(default_factory=dict)
+    workers: dict[str, int] = field(default_factory=dict)
+    up: bool = False
+    read_at: float | None = None
+    """`time.monotonic()` of the read; None before the first."""
+
+    def fresh(self, cache_seconds: float) -> bool:
+        return self.read_at is not None and time.monotonic() - self.read_at < cache_seconds
+
+
+class QueueGaugeCollector(Collector):
+    def __init__(
+        self,
+        *,
+        prefix: str = "soniq",
+        cache_seconds: float = 5.0,
+        scan_limit: int = 1000,
+        read_timeout: float = 5.0,
+        max_queues: int = 100,
+    ) -> None:
+        self.prefix = prefix
+        self.cache_seconds = cache_seconds
+        self.scan_limit = scan_limit
+        self.read_timeout = read_timeout
+        self.max_queues = max_queues
+        self.reads = 0
+        """Refreshes started so far (each one bounded as the module says)."""
+        self._app: Soniq | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._queues: set[str] = set()
+        self._snapshot = QueueSnapshot()
+        self._lock = threading.Lock()
+        self._refresh_lock = threading.Lock()
+        """Held by the scrape that reads the store; scrapes arriving meanwhile wait and reuse its result."""
+        self._refreshing: asyncio.Task[None] | None = None
+
+    def attach(self, app: Soniq, loop: asyncio.AbstractEventLoop) -> None:
+        self._app = app
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+        self._snapshot = QueueSnapshot()
+        self.add_queues(d.queue for d in (app.registry.get(n) for n in app.registry.names()) if d is not None)
+
+    def add_queues(self, queues: Iterable[str]) -> None:
+        for queue in queues:
+            if queue not in self._queues and len(self._queues) < self.max_queues:
+                self._queues.add(queue)
+
+    # -- reading -------------------------------------------------------------------
+
+    async def refresh(self) -> None:
+        """Read the store now (on the app's loop); the next scrapes reuse the result."""
+        app = self._app
+        if app is None:
+            return
+        self.reads += 1
+        snapshot = QueueSnapshot(read_at=time.monotonic())
+        backend = await app.connected_backend()
+        for worker in await backend.list_workers():
+            status = str(getattr(worker.status, "value", worker.status))
+            snapshot.workers[status] = snapshot.workers.get(status, 0) + 1
+        now = datetime.now(UTC)
+        for queue in sorted(self._queues):
+            stats = await app.get_queue_stats(queue=queue)
+            queued = stats["queued"]
+            rows = await app.list_jobs(
+                queue=queue, status="queued", limit=self.scan_limit, offset=max(0, queued - self.scan_limit)
+            )
+            due = [row["scheduled_at"] for row in rows if row["scheduled_at"] <= now]
+            scheduled = len(rows) - len(due)
+            snapshot.jobs[(queue, "queued")] = max(0, queued - scheduled)
+            snapshot.jobs[(queue, "scheduled")] = scheduled
+            snapshot.jobs[(queue, "processing")] = stats["processing"]
+            snapshot.oldest_age[queue] = max(0.0, (now - min(due)).total_seconds()) if due else 0.0
+        snapshot.up = True
+        with self._lock:
+            self._snapshot = snapshot
+
+    def _current(self) -> QueueSnapshot:
+        with self._lock:
+            snapshot = self._snapshot
+        loop = self._loop
+        if loop is None or self._app is None or snapshot.fresh(self.cache_seconds):
+            return snapshot
+        if loop.is_closed() or not loop.is_running():
+            return snapshot
+        if threading.get_ident() == self._loop_thread:
+            # Scraped from the loop itself (an in-process endpoint): blocking here would deadlock,
+            # so serve what is cached and refresh in the background for the next scrape.
+            if self._refreshing is None or self._refreshing.done():
+                self._refreshing = loop.create_task(self._refresh_logged())
+            return snapshot
+        with self._refresh_lock:
+            with self._lock:
+                if self._snapshot.fresh(self.cache_seconds):
+                    return self._snapshot
+            future = asyncio.run_coroutine_threadsafe(self.refresh(), loop)
+            try:
+                future.result(timeout=self.read_timeout)
+            except concurrent.futures.TimeoutError:
+                future.cancel()
+                logger.warning("queue gauges: the store did not answer within %gs", self.read_timeout)
+                self._mark_down()
+            except Exception as exc:
+                logger.warning("queue gauges: reading the store failed: %s", exc)
+                self._mark_down()
+            with self._lock:
+                return self._snapshot
+
+    async def _refresh_logged(self) -> None:
+        try:
+            await asyncio.wait_for(self.refresh(), self.read_timeout)
+        except Exception as exc:
+            logger.warning("queue gauges: reading the store failed: %s", exc)
+            self._mark_down()
+
+    def _mark_down(self) -> None:
+        # Keep the last values (a gap would look like an empty queue) but say they are stale, and wait
+        # a whole cache interval before asking a struggling store again.
+        with self._lock:
+            old = self._snapshot
+            self._snapshot = QueueSnapshot(
+                jobs=old.jobs, oldest_age=old.oldest_age, workers=old.workers, up=False, read_at=time.monotonic()
+            )
+
+    # -- exposition ----------------------------------------------------------------
+
+    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+        p = self.prefix
+        return (
+            GaugeMetricFamily(
+                f"{p}_queue_jobs",
+                "Rows per queue: queued (due now), scheduled (due later), processing; read from the store.",
+                labels=("queue", "state"),
+            ),
+            GaugeMetricFamily(
+                f"{p}_queue_oldest_job_age_seconds",
+                "How long the longest-waiting due job of the queue has been due; 0 when none is.",
+                labels=("queue",),
+            ),
+            GaugeMetricFamily(
+                f"{p}_workers", "Registered workers by status (active, stopping, stopped).", labels=("state",)
+            ),
+            GaugeMetricFamily(
+                f"{p}_queue_gauges_up", "1 when the last read of the queue gauges from the store succeeded."
+            ),
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families()
+
+    def collect(self) -> Iterator[Metric]:
+        snapshot = self._current()
+        jobs, oldest, workers, up = self._families()
+        for (queue, state), count in sorted(snapshot.jobs.items()):
+            jobs.add_metric((queue, state), count)
+        for queue, age in sorted(snapshot.oldest_age.items()):
+            oldest.add_metric((queue,), age)
+        for status in WORKER_STATUSES:
+            workers.add_metric((status,), snapshot.workers.get(status, 0))
+        up.add_metric((), 1.0 if snapshot.up else 0.0)
+        yield from (jobs, oldest, workers, up)
