@@ -131,7 +131,7 @@ async def test_replaying_a_dead_letter_from_the_page_makes_the_job_run(
     assert "replayed 1 dead-letter job" in browser.find_element(By.CSS_SELECTOR, ".notice").text
 
     async def replayed_and_done() -> bool:
-        rows = await producer.list_jobs(status="done")
+        rows = await producer.list_jobs(status="done", include_results=True)
         return any(r["job_name"] == "dash_jobs.flaky" and r["result"] == "recovered" for r in rows)
 
     await until(replayed_and_done, what="the replayed job done")
