@@ -55,6 +55,10 @@ async def test_a_forced_shutdown_is_written_with_its_nacked_rows(fast_settings: 
 
 async def test_an_idle_shutdown_is_written_as_drained(fast_settings: dict[str, Any]) -> None:
     app = Soniq("memory://", **fast_settings)
+
+    @app.job()
+    async def never_enqueued() -> None: ...
+
     worker = app.worker(install_signal_handlers=False)
     task = asyncio.create_task(worker.run())
     store: Any = app.backend
@@ -65,4 +69,5 @@ async def test_an_idle_shutdown_is_written_as_drained(fast_settings: dict[str, A
     assert row.state == "STOPPED"
     assert row.last_shutdown["drained"] is True
     assert row.last_shutdown["nacked"] == []
+    assert (row.last_shutdown["stuck"], row.last_shutdown["lost_threads"]) == ([], [])
     await app.close()
