@@ -16,8 +16,17 @@ pytestmark = pytest.mark.asyncio
 async def corrupt(app: Soniq, kind: str, job_id: str, raw_args: str) -> None:
     """Overwrite a queued row's args with text no producer of this app would write."""
     backend: Any = await app.connected_backend()
+    if kind == "postgres" and not raw_args.endswith(("]", "}")):
+        pytest.skip("a PostgreSQL json column refuses invalid JSON text, so such a row cannot exist there")
     if kind == "memory":
         backend.put_raw_args(job_id, raw_args)
+        return
+    if kind == "sqlite":
+        import sqlite3
+
+        path = app.settings.resolved_database_url.removeprefix("sqlite:///")
+        with sqlite3.connect(path) as connection:
+            connection.execute("UPDATE soniq_jobs SET args = ? WHERE id = ?", (raw_args, job_id))
         return
     import asyncpg
 
@@ -29,8 +38,7 @@ async def corrupt(app: Soniq, kind: str, job_id: str, raw_args: str) -> None:
         await connection.close()
 
 
-@pytest.mark.parametrize("store", ["memory", "postgres"], indirect=True)
-@pytest.mark.parametrize("raw_args", ["[1, 2, 3]", "[" * 5_000 + "]" * 5_000])
+@pytest.mark.parametrize("raw_args", ["[1, 2, 3]", "[" * 5_000 + "]" * 5_000, '{"n": 2,'])
 async def test_a_corrupt_row_is_dead_lettered_at_once_and_the_rest_of_its_claim_runs(
     make_app: Callable[..., Soniq], store: tuple[str, str, dict[str, Any]], raw_args: str
 ) -> None:

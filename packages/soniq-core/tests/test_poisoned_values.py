@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from soniq import Snooze, Soniq
-from soniq.params import CompleteJobsParams
+from soniq.params import CompleteJobsParams, RetryJobParams
 
 pytestmark = pytest.mark.asyncio
 
@@ -185,3 +185,28 @@ async def test_a_result_the_store_refuses_fails_that_row_and_not_its_batch(
     dead = await app.dead_letter.get(poison)
     assert dead is not None
     assert "the store refused the job result: invalid input syntax for type json" in dead["last_error"]
+
+
+async def test_a_retry_the_store_refuses_dead_letters_the_row_with_both_errors(
+    make_app: Callable[..., Soniq],
+) -> None:
+    app = make_app()
+    backend: Any = await app.connected_backend()
+
+    async def retry_job(params: RetryJobParams) -> bool:
+        raise ValueError("value too long for type character varying")
+
+    backend.retry_job = retry_job
+
+    @app.job(max_retries=3)
+    def flaky() -> None:
+        raise RuntimeError("first failure")
+
+    job_id = await app.enqueue(flaky)
+    await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
+    assert await app.get_job(job_id) is None
+    dead = await app.dead_letter.get(job_id)
+    assert dead is not None
+    assert (dead["dead_letter_reason"], dead["attempts"]) == ("non_retryable", 1)
+    assert dead["last_error"].startswith("RuntimeError: first failure")
+    assert "then the store refused the retry: value too long for type character varying" in dead["last_error"]

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from soniq import Soniq
 from soniq.errors import NoJobsRegisteredError
-from soniq.params import RegisterWorkerParams
+from soniq.observers import RecordingObserver
+from soniq.params import ClaimJobsParams, RegisterWorkerParams
 from soniq.records import WorkerInfo
 
 pytestmark = pytest.mark.asyncio
@@ -102,6 +103,14 @@ async def test_nothing_expires_while_a_live_worker_has_not_reported_its_names(
     # An older release registers without job_names: it might run any name.
     old = WorkerInfo(id="old-release", hostname="h", pid=1, queues=None, concurrency=1)
     await backend.register_worker(RegisterWorkerParams(worker=old))
+    real_list_workers = backend.list_workers
+    looked: list[int] = []
+
+    async def list_workers() -> list[Any]:
+        looked.append(1)
+        return await real_list_workers()
+
+    backend.list_workers = list_workers  # type: ignore[method-assign]
     task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
     own = await app.enqueue(ours)
 
@@ -110,11 +119,43 @@ async def test_nothing_expires_while_a_live_worker_has_not_reported_its_names(
         return row is not None and row["status"] == "done"
 
     await wait_until(own_done, timeout=10)
-    # Several sweeps (every 0.2 s) pass while the old worker's heartbeat is still fresh (1 s window).
-    started = datetime.now(UTC)
-    while (datetime.now(UTC) - started).total_seconds() < 0.6:
-        await asyncio.sleep(0.05)
+    # Several sweeps look at the workers while the old one's heartbeat is still fresh (1 s window).
+    await wait_until(lambda: len(looked) >= 3, timeout=10)
     assert app.current_worker is not None
     app.current_worker.stop("test")
     await asyncio.wait_for(task, 10)
     assert await app.dead_letter.get(job_id) is None
+
+
+async def test_a_row_of_an_unknown_name_from_a_store_ignoring_job_names_is_handed_back_untouched(
+    fast_settings: dict[str, Any],
+) -> None:
+    observer = RecordingObserver()
+    app = Soniq("memory://", extra_observers=[observer], **fast_settings)
+    producer = Soniq("memory://", backend=app.backend, **fast_settings)
+
+    @producer.job(name="elsewhere")
+    async def elsewhere() -> None: ...
+
+    @app.job(name="here")
+    async def here() -> str:
+        return "ran"
+
+    backend: Any = await app.connected_backend()
+    real_claim = backend.claim_jobs
+
+    async def claim_ignoring_names(params: ClaimJobsParams) -> list[Any]:
+        # What a backend written for protocol 2 without `job_names` does.
+        claimed: list[Any] = await real_claim(dataclasses.replace(params, job_names=None))
+        return claimed
+
+    backend.claim_jobs = claim_ignoring_names
+    stranger = await producer.enqueue(elsewhere)
+    mine = await app.enqueue(here)
+    await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
+    assert (await app.get_job(mine) or {}).get("status") == "done"
+    row = await app.get_job(stranger)
+    assert row is not None
+    assert (row["status"], row["attempts"], row["last_error"]) == ("queued", 0, None)
+    assert await app.dead_letter.get(stranger) is None
+    assert {(n.job_id, n.reason, n.written) for n in observer.nacks} == {(stranger, "unknown_job", True)}

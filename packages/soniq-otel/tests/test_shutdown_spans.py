@@ -207,7 +207,7 @@ async def test_second_signal_skips_the_rest_of_draining(tracing: Tracing) -> Non
         assert (root.attributes or {})[a.SHUTDOWN_TIMEOUT] == 60.0
         nack = tracing.one(a.SPAN_JOB_NACK)
         assert (nack.attributes or {})[a.MESSAGING_MESSAGE_ID] == job_id
-        assert (nack.attributes or {})[a.NACK_REASON] == "shutdown_timeout"
+        assert (nack.attributes or {})[a.NACK_REASON] == "second_signal"
     finally:
         await app.close()
 

@@ -214,7 +214,7 @@ async def test_second_signal_goes_straight_to_the_force_path(store: Store, produ
     assert root["attributes"]["soniq.shutdown.shutdown_timeout"] == 120.0
     nack = only(spans, "soniq.job.nack")
     assert nack["attributes"]["messaging.message.id"] == job_id
-    assert nack["attributes"]["soniq.nack.reason"] == "shutdown_timeout"
+    assert nack["attributes"]["soniq.nack.reason"] == "second_signal"
     assert root["attributes"]["soniq.shutdown.nacked_job_ids"] == [job_id]
     row = await producer.get_job(job_id)
     assert row is not None

@@ -81,7 +81,7 @@ EVENT_SYNC_GRACE_EXPIRED: Final = "soniq.shutdown.sync_grace_expired"
 # -- nacks -----------------------------------------------------------------------
 
 NACK_REASON: Final = "soniq.nack.reason"
-"""``shutdown_timeout`` or ``prefetch_release``."""
+"""``shutdown_timeout``, ``second_signal``, ``cancelled``, ``prefetch_release`` or ``unknown_job``."""
 NACK_WRITTEN: Final = "soniq.nack.written"
 """False when the store could not be reached or the row was no longer this worker's."""
 NACK_ERROR: Final = "soniq.nack.error"

@@ -86,7 +86,7 @@ class Executor:
         except Exception as exc:
             return _outcome_from_exception(exc)
         # Its own task, so that a handler swallowing its cancellation cannot keep this run's slot.
-        handler: asyncio.Task[tuple[bool, Any]] = asyncio.ensure_future(_guarded(coro))
+        handler = asyncio.get_running_loop().create_task(_guarded(coro), name=f"soniq-handler-{run.job.id}")
         started = time.monotonic()
         try:
             done, _ = await asyncio.wait([handler], timeout=timeout)

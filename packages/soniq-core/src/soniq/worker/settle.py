@@ -156,8 +156,8 @@ class Settler:
                 kind = JobOutcome.TIMEOUT_RETRY if outcome.timed_out else JobOutcome.RETRY
                 retry_reason = RETRY_REASON_TIMEOUT if outcome.timed_out else RETRY_REASON_ERROR
                 return Settled(self._named(kind, written, run), error, retry_reason)
-            # The store refused the retry itself: the row goes to the dead-letter table with both errors.
-            reason = DeadLetterReason.MAX_ATTEMPTS.value
+            # The store refused the retry itself, so it cannot be retried: dead letter, with both errors.
+            reason = DeadLetterReason.NON_RETRYABLE.value
             error = safe_text(f"{error}\n\nthen the store refused the retry: {self._refused}")
         return await self.dead_letter(run, reason, error, give_up_at=give_up_at, attempt=attempts_after)
 

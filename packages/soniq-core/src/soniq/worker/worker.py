@@ -297,14 +297,14 @@ class Worker:
         registry = self.app.registry
         definitions = [d for d in (registry.get(n) for n in registry.names()) if d is not None]
         logger.info(
-            "worker %s: a shutdown takes up to %gs with async jobs in flight (shutdown_timeout %gs, "
-            "prefetch_release_timeout %gs, %gs to unwind, %gs for nacks); running sync jobs add up to %gs "
-            "(sync_handler_grace_seconds), then it waits for them without bound. Set the platform's stop "
-            "timeout above %gs: docker stop --time / --stop-timeout, Kubernetes terminationGracePeriodSeconds, "
-            "systemd TimeoutStopSec (see docs/deployment.md)",
+            "worker %s: with async jobs in flight a shutdown takes shutdown_timeout (%gs) plus the nack writes, "
+            "%gs at worst (prefetch_release_timeout %gs, %gs to unwind, %gs per nack); running sync jobs add up "
+            "to %gs (sync_handler_grace_seconds), then it waits for them without bound. Give the platform a "
+            "stop timeout above %gs: docker stop --time / --stop-timeout, Kubernetes "
+            "terminationGracePeriodSeconds, systemd TimeoutStopSec (see docs/deployment.md)",
             self.worker_id,
-            async_bound,
             settings.shutdown_timeout,
+            async_bound,
             settings.prefetch_release_timeout,
             CANCEL_UNWIND_SECONDS,
             NACK_WRITE_SECONDS,
