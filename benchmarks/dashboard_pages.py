@@ -25,6 +25,7 @@ import asyncpg
 import uvicorn
 
 from soniq import Soniq
+from soniq.params import JobCursor
 from soniq_dashboard import create_dashboard_app
 from soniq_dashboard.reads import encode_cursor
 
@@ -98,8 +99,8 @@ async def fill(url: str, schema: str, rows: int) -> float:
         start = time.perf_counter()
         await conn.execute(FILL.format(s=schema), rows)
         await conn.execute(FILL_DEAD.format(s=schema))
-        await conn.execute(f"ANALYZE {schema}.soniq_jobs")
-        await conn.execute(f"ANALYZE {schema}.soniq_dead_letter_jobs")
+        await conn.execute(f"VACUUM ANALYZE {schema}.soniq_jobs")
+        await conn.execute(f"VACUUM ANALYZE {schema}.soniq_dead_letter_jobs")
         return time.perf_counter() - start
     finally:
         await conn.close()
@@ -125,8 +126,8 @@ def main() -> None:
     app = Soniq(f"{args.url}?namespace={schema}")
     server, thread, base = serve(create_dashboard_app(app, manage_app=True))
     now = datetime.now(UTC)
-    deep = encode_cursor(args.rows // 2, {"id": "j", "created_at": now - timedelta(hours=14)}, "created_at")
-    second = encode_cursor(50, {"id": "j", "created_at": now}, "created_at")
+    deep = encode_cursor(JobCursor(at=now - timedelta(hours=14), id="j"))
+    second = encode_cursor(JobCursor(at=now, id="j"))
     pages = [
         ("overview", "/"),
         ("jobs, first page", "/jobs"),
@@ -134,7 +135,7 @@ def main() -> None:
         ("jobs, queue=emails", "/jobs?queue=emails"),
         ("jobs, next page", f"/jobs?after={second}"),
         ("jobs, page at row 500,000", f"/jobs?after={deep}"),
-        ("jobs, name contains job_7", "/jobs?name=job_7"),
+        ("jobs, name starts with bench.job_7", "/jobs?name=bench.job_7"),
         ("jobs, search by id", f"/jobs?q=j{args.rows // 2:09d}"),
         ("job detail", f"/jobs/j{args.rows // 2:09d}"),
         ("dead letters", "/dead-letters"),

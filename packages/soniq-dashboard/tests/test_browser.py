@@ -131,7 +131,7 @@ async def test_replaying_a_dead_letter_from_the_page_makes_the_job_run(
     assert "replayed 1 dead-letter job" in browser.find_element(By.CSS_SELECTOR, ".notice").text
 
     async def replayed_and_done() -> bool:
-        rows = await producer.list_jobs(status="done")
+        rows = await producer.list_jobs(status="done", include_results=True)
         return any(r["job_name"] == "dash_jobs.flaky" and r["result"] == "recovered" for r in rows)
 
     await until(replayed_and_done, what="the replayed job done")
@@ -165,6 +165,18 @@ async def test_a_worker_told_to_stop_is_shown_draining_then_stopped_and_its_row_
     w.signal(signal.SIGTERM)
     in_browser(browser, lambda b: row_state(b, worker_id) == "DRAINING", what="DRAINING")
     in_browser(browser, lambda b: row_state(b, worker_id) == "STOPPED", timeout=30, what="STOPPED")
+    # What the shutdown did is on the row too: the held job nack'd back with its reason.
+    in_browser(
+        browser,
+        lambda b: (
+            "shutdown_timeout"
+            in b.find_element(By.CSS_SELECTOR, f"tr[data-worker-id='{worker_id}'] .last-shutdown").text
+        ),
+        what="last shutdown",
+    )
+    shutdown = browser.find_element(By.CSS_SELECTOR, f"tr[data-worker-id='{worker_id}'] .last-shutdown").text
+    assert job_id[:8] in shutdown
+    assert "FORCE_TIMEOUT_PATH" in shutdown
     assert same_page(browser)
     assert await asyncio.to_thread(w.wait, 30) == 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from soniq import Soniq
+from soniq.params import RegisterWorkerParams, SetWorkerStatusParams
 from soniq.records import WorkerInfo, WorkerStatus
 from soniq.redaction import redact_url
 from soniq_dashboard import create_dashboard_app
@@ -31,13 +32,13 @@ async def test_filters_and_search(producer: Soniq) -> None:
     reads = DashboardReads(producer)
     quick = await producer.enqueue("dash_jobs.quick", n=1)
     await producer.enqueue("dash_jobs.flaky", flag="x", queue="other")
-    by_name = await reads.jobs_page(JobFilter(name="FLAKY"))
+    by_name = await reads.jobs_page(JobFilter(name="dash_jobs.fl"))  # a name filter is a prefix
     assert [r["job_name"] for r in by_name.rows] == ["dash_jobs.flaky"]
     by_queue = await reads.jobs_page(JobFilter(queue="other"))
     assert [r["queue"] for r in by_queue.rows] == ["other"]
     by_id = await reads.jobs_page(JobFilter(search=quick))
     assert [r["id"] for r in by_id.rows] == [quick]
-    by_search_name = await reads.jobs_page(JobFilter(search="quick"))
+    by_search_name = await reads.jobs_page(JobFilter(search="dash_jobs.qu"))
     assert [r["id"] for r in by_search_name.rows] == [quick]
     assert (await reads.jobs_page(JobFilter(status="done"))).rows == []
 
@@ -61,14 +62,21 @@ async def test_overview_counts_queues_and_the_oldest_queued_age(producer: Soniq)
 @pytest.mark.asyncio
 async def test_worker_rows_map_onto_the_state_machine_names(producer: Soniq) -> None:
     backend = await producer.connected_backend()
-    for worker_id in ("w-running", "w-draining"):
-        await backend.register_worker(
-            worker=WorkerInfo(id=worker_id, hostname="h", pid=1, queues=("default",), concurrency=2)
-        )
-    await backend.heartbeat(worker_id="w-draining", status=WorkerStatus.STOPPING)
+    for worker_id in ("w-running", "w-draining", "w-forced", "w-lost"):
+        info = WorkerInfo(id=worker_id, hostname="h", pid=1, queues=("default",), concurrency=2)
+        await backend.register_worker(RegisterWorkerParams(worker=info))
+    await backend.set_worker_status(SetWorkerStatusParams("w-draining", WorkerStatus.STOPPING))
+    await backend.set_worker_status(
+        SetWorkerStatusParams("w-forced", WorkerStatus.STOPPING, state="FORCE_TIMEOUT_PATH")
+    )
+    await backend.set_worker_status(SetWorkerStatusParams("w-lost", WorkerStatus.STOPPING, state="WAIT_FOR_THREAD"))
+    await backend.set_worker_status(SetWorkerStatusParams("w-lost", WorkerStatus.STOPPED))
     views = {v.id: v for v in await DashboardReads(producer).workers()}
     assert views["w-running"].state == "RUNNING"
     assert views["w-draining"].state == "DRAINING"
+    assert views["w-forced"].state == "FORCE_TIMEOUT_PATH"
+    assert views["w-lost"].state == "STOPPED"
+    assert views["w-lost"].lost
     assert not views["w-running"].stale
 
 

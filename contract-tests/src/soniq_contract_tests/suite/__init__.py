@@ -34,6 +34,7 @@ from soniq_contract_tests.suite.expire_unknown import ExpireUnknownJobsContract
 from soniq_contract_tests.suite.fencing import FencingContract
 from soniq_contract_tests.suite.job_names import JobNamesContract
 from soniq_contract_tests.suite.nack import NackContract
+from soniq_contract_tests.suite.reads import ReadsContract
 from soniq_contract_tests.suite.recovery import StaleRecoveryContract
 from soniq_contract_tests.suite.results_listing import ResultsListingContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
@@ -67,6 +68,7 @@ class BackendContractSuite(
     PrepareWorkerContract,
     WaitForJobsContract,
     WorkerProcessContract,
+    ReadsContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

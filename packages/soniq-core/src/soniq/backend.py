@@ -37,12 +37,16 @@ from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
     HeartbeatParams,
+    JobActivityParams,
+    JobCountsParams,
+    JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
     MarkStartedParams,
@@ -59,8 +63,12 @@ from soniq.params import (
     WaitForJobsParams,
 )
 from soniq.records import (
+    ActivityBucket,
+    DeadLetterPage,
     DeadLetterRecord,
+    JobPage,
     JobRecord,
+    QueueCounts,
     QueueStats,
     StaleScan,
     WorkerRecord,
@@ -198,7 +206,13 @@ class Backend(Protocol):
 
     async def set_worker_status(self, params: SetWorkerStatusParams, /) -> bool:
         """Write the worker's `status` (`stopping` as it starts draining, `stopped`
-        at STOPPED) with ``last_heartbeat = now``. False when the row is gone."""
+        at STOPPED) with ``last_heartbeat = now``. False when the row is gone.
+
+        With `state`, also ``state = state`` and ``state_changed_at = now``; with
+        `last_shutdown`, store that JSON object as is. Either one None leaves its
+        column untouched. A row stale recovery already marked `stopped` is not
+        revived by a non-`stopped` status (False, nothing written).
+        `register_worker` resets all three to None."""
 
     async def list_workers(self) -> list[WorkerRecord]:
         """Every registered worker row."""
@@ -265,3 +279,38 @@ class Backend(Protocol):
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         """Delete the dead-letter row. False when there was none."""
+
+    # -- dashboard reads (protocol 2 additions) -----------------------------
+    #
+    # Reads for operators' pages. None of them writes; each is one consistent
+    # read where the store offers one (a single statement or script).
+
+    async def job_counts(self, params: JobCountsParams, /) -> list[QueueCounts]:
+        """Per queue, in queue-name order: the `queue_stats` counts plus `scheduled` and
+        `oldest_queued_at`, for every queue with at least one job or dead letter (or only
+        `queues`, when given; a named queue with nothing in it comes back with zeros).
+        One grouped read: the counts of one queue add up with each other."""
+
+    async def job_activity(self, params: JobActivityParams, /) -> list[ActivityBucket]:
+        """Buckets of `bucket_seconds` from `since` to now, oldest first, every bucket
+        present (zeros included). `done` counts `done` rows by `updated_at`,
+        `dead_lettered` counts dead-letter rows by `moved_to_dead_letter_at`, both in
+        ``[start, start + bucket_seconds)``; `failed` is None unless the store keeps
+        a history of failed runs."""
+
+    async def job_page(self, params: JobPageParams, /) -> JobPage:
+        """Up to `limit` rows matching every given filter, newest ``(created_at, id)``
+        first, strictly below `before`. Keyset pagination: following `next_cursor`
+        never repeats or skips a row that existed when the first page was read,
+        whatever is inserted or deleted meanwhile, and each page costs the same at
+        any depth. `next_cursor` is None when no matching row is left below the page.
+        `result` is None on every row unless `include_results`; a row that cannot
+        be decoded comes back with `decode_error` set, never raised."""
+
+    async def dead_letter_page(self, params: DeadLetterPageParams, /) -> DeadLetterPage:
+        """As `job_page`, over dead-letter rows, newest ``(moved_to_dead_letter_at, id)``
+        first, filtered by `dead_letter_reason`, queue and name."""
+
+    async def queue_names(self) -> list[str]:
+        """Every distinct queue of a job or dead-letter row, sorted. Reads no more than
+        one index probe per queue where the store has an index on `queue`."""

@@ -10,7 +10,7 @@ the meaning of a field within one protocol version.
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -131,6 +131,10 @@ class HeartbeatParams:
 class SetWorkerStatusParams:
     worker_id: str
     status: WorkerStatus
+    state: str | None = None
+    """The `WorkerState` name the worker just entered; None leaves the stored state as it is."""
+    last_shutdown: Mapping[str, Any] | None = None
+    """At STOPPED: a JSON-ready summary of what the shutdown did; None leaves the stored one."""
 
 
 # -- stale recovery ------------------------------------------------------------
@@ -229,3 +233,55 @@ class ReplayDeadLetterParams:
 @dataclass(frozen=True, slots=True)
 class PurgeDeadLetterParams:
     job_id: str
+
+
+# -- dashboard reads (protocol 2 additions) -------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class JobCountsParams:
+    queues: Sequence[str] | None = None
+    """Only these queues (None: every queue that has a job or a dead letter)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobActivityParams:
+    since: datetime
+    """The first bucket starts here; buckets run to the store's now."""
+    bucket_seconds: int = 300
+    queue: str | None = None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class JobCursor:
+    """A keyset position: the `(at, id)` of the last row shown; the next page starts strictly below it."""
+
+    at: datetime
+    id: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobPageParams:
+    statuses: Sequence[JobStatus] | None = None
+    queues: Sequence[str] | None = None
+    job_name: str | None = None
+    """Exact `job_name`."""
+    job_name_prefix: str | None = None
+    """`job_name` starts with this (case-sensitive)."""
+    search: str | None = None
+    """A row whose `id` equals it or whose `job_name` starts with it."""
+    before: JobCursor | None = None
+    limit: int = 50
+    include_results: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPageParams:
+    reasons: Sequence[str] | None = None
+    queues: Sequence[str] | None = None
+    job_name: str | None = None
+    job_name_prefix: str | None = None
+    search: str | None = None
+    """As on `JobPageParams`: the original job id, or a `job_name` prefix."""
+    before: JobCursor | None = None
+    limit: int = 50

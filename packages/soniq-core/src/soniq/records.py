@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from soniq.params import Rescue
+    from soniq.params import JobCursor, Rescue
 
 
 class JobStatus(str, enum.Enum):
@@ -166,6 +166,11 @@ class WorkerRecord:
     last_heartbeat: datetime
     started_at: datetime
     job_names: tuple[str, ...] | None = None
+    state: str | None = None
+    """The `WorkerState` name the worker last wrote (None: it has written none since registering)."""
+    state_changed_at: datetime | None = None
+    last_shutdown: Mapping[str, Any] | None = None
+    """What the worker's last completed shutdown did, as it wrote it at STOPPED (see `soniq.worker.record`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,3 +212,44 @@ class QueueStats:
 
     def to_dict(self) -> dict[str, int]:
         return {key: int(getattr(self, key)) for key in QUEUE_STATS_KEYS}
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """One queue's counts; `total` is the sum of the five status counts (as in `QueueStats`)."""
+
+    queue: str
+    total: int = 0
+    queued: int = 0
+    processing: int = 0
+    done: int = 0
+    dead_letter: int = 0
+    cancelled: int = 0
+    scheduled: int = 0
+    """The `queued` rows whose `scheduled_at` is still in the future (a subset of `queued`)."""
+    oldest_queued_at: datetime | None = None
+    """The smallest `created_at` among `queued` rows, None when there are none."""
+
+
+@dataclass(frozen=True, slots=True)
+class ActivityBucket:
+    start: datetime
+    done: int = 0
+    """Rows now `done` whose `updated_at` falls in the bucket."""
+    dead_lettered: int = 0
+    """Dead-letter rows whose `moved_to_dead_letter_at` falls in the bucket."""
+    failed: int | None = None
+    """Failed runs (retried) in the bucket; None when the store keeps no run history (every backend so far)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobPage:
+    rows: list[JobRecord]
+    next_cursor: JobCursor | None
+    """Pass as `before` for the next page; None when this page reached the end."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterPage:
+    rows: list[DeadLetterRecord]
+    next_cursor: JobCursor | None

@@ -88,5 +88,7 @@ def run(args: argparse.Namespace) -> int:
     )
     where = f"http://{args.host}:{args.port}{args.prefix}/"
     print(f"soniq dashboard for {redact_url(app.settings.resolved_database_url)} at {where}", flush=True)
-    uvicorn.run(asgi, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
+    # Core's CLI sets `log_level` (DEBUG for -v); uvicorn's access log follows only a debug run.
+    debug = getattr(args, "log_level", None) == "DEBUG"
+    uvicorn.run(asgi, host=args.host, port=args.port, log_level="info" if debug else "warning")
     return 0

@@ -1,34 +1,31 @@
 """Every store read the dashboard makes, one async method per question a page asks.
 
-Today each method is built from Soniq's public app API (`get_queue_stats`,
-`list_jobs`, `get_job`, `dead_letter.list/get`) and the backend's
-`list_workers()`. That API only has offset pagination, no name or time filter,
-and no counts over time, so several answers are emulated with bounded scans
-(`SCAN_BUDGET` rows at most per question) and say so through their `exact`
-flags. Each method is meant to map 1:1 onto one backend protocol read in the
-next protocol version; only this module changes then.
+Each method maps onto the backend protocol's reads (protocol 2): `job_counts`
+for the overview's counts, `job_activity` for the hour and day windows,
+`job_page` and `dead_letter_page` for keyset-paginated listings, `queue_names`,
+and `list_workers`, whose rows carry the exact shutdown state and what the
+last shutdown did. Every answer is exact; no read scans more than one page.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from soniq import Soniq
+from soniq.backend import Backend
+from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobCursor, JobPageParams
+from soniq.records import JobStatus
 
-SCAN_BUDGET = 600
-"""Most rows one emulated answer reads through the public API (decoding rows is the cost: ~0.3 ms each)."""
-QUEUE_SAMPLE = 50
-MAX_READS = 4
-"""Most public reads one page of an unfiltered listing makes, whatever the cursor says."""
 PAGE_SIZE = 50
+BULK_PAGE = 200
 STATUSES = ("queued", "processing", "done", "cancelled")
 WINDOWS = (("last hour", timedelta(hours=1)), ("last day", timedelta(days=1)))
-# soniq_workers.status mapped onto the shutdown state machine's names; the store knows no finer state yet.
+# For rows written before the worker recorded its state (or by a worker that does not): status mapped to a state.
 WORKER_STATES = {"active": "RUNNING", "stopping": "DRAINING", "stopped": "STOPPED"}
 
 
@@ -71,7 +68,7 @@ class Page:
     rows: list[dict[str, Any]]
     next_cursor: str | None
     exact: bool = True
-    """False when a filter the public API lacks stopped at `SCAN_BUDGET` rows."""
+    """Always True since protocol 2's keyset reads (kept for the templates)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +90,10 @@ class WorkerView:
     stale: bool
     started_at: datetime
     in_flight: list[str] = field(default_factory=list)
+    state_changed_at: datetime | None = None
+    last_shutdown: dict[str, Any] | None = None
+    lost: bool = False
+    """Stale recovery marked it stopped before the worker reached STOPPED itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,17 +102,19 @@ class Schedules:
     rows: list[dict[str, Any]]
 
 
-def encode_cursor(offset: int, row: dict[str, Any], key: str) -> str:
-    raw = json.dumps({"o": offset, "t": _aware(row[key]).isoformat(), "i": row["id"]})
+def encode_cursor(cursor: JobCursor | None) -> str | None:
+    if cursor is None:
+        return None
+    raw = json.dumps({"t": _aware(cursor.at).isoformat(), "i": cursor.id})
     return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str | None) -> tuple[int, datetime, str] | None:
+def decode_cursor(cursor: str | None) -> JobCursor | None:
     if not cursor:
         return None
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return int(data["o"]), _aware(datetime.fromisoformat(data["t"])), str(data["i"])
+        return JobCursor(at=_aware(datetime.fromisoformat(data["t"])), id=str(data["i"]))
     except (ValueError, KeyError, TypeError):
         return None
 
@@ -126,134 +129,73 @@ def trace_id_of(trace_context: Any) -> str | None:
     return None
 
 
-Fetch = Callable[[int, int], Awaitable[list[dict[str, Any]]]]
-
-
-async def _keyset_page(fetch: Fetch, key: str, needle: str, cursor: str | None, limit: int) -> Page:
-    """Keyset pagination over an offset-only listing, newest `key` first.
-
-    The cursor holds the last shown row's ``(key, id)`` and the offset it was
-    at. The next page is read from `limit` rows before that offset, and rows
-    at or above the cursor's key are dropped, so rows inserted meanwhile never
-    make a row repeat. At most `MAX_READS` reads (or `SCAN_BUDGET` rows with a
-    name filter) are made; when they run out, the page says so
-    (``exact=False``) and its cursor continues from where the scan stopped.
-    """
-    position = decode_cursor(cursor)
-    offset = max(0, position[0] - limit) if position else 0
-    rows: list[dict[str, Any]] = []
-    scanned = reads = 0
-    batch = 200 if needle else limit + 1
-    exhausted = False
-    while len(rows) <= limit:
-        if scanned >= SCAN_BUDGET or (not needle and reads >= MAX_READS):
-            break
-        reads += 1
-        chunk = await fetch(batch, offset)
-        for index, row in enumerate(chunk):
-            if position and (_aware(row[key]), row["id"]) >= (position[1], position[2]):
-                continue
-            if needle and needle not in str(row["job_name"]).lower():
-                continue
-            rows.append({**row, "_offset": offset + index})
-        scanned += len(chunk)
-        offset += len(chunk)
-        if len(chunk) < batch:
-            exhausted = True
-            break
-    page = rows[:limit]
-    if len(rows) > limit:
-        return Page(rows=page, next_cursor=encode_cursor(page[-1]["_offset"] + 1, page[-1], key))
-    if exhausted:
-        return Page(rows=page, next_cursor=None)
-    # The budget ran out before a full page: carry on from where the scan stopped.
-    last = page[-1] if page else None
-    resume: str | None = None
-    if last is not None:
-        resume = encode_cursor(offset + limit, last, key)
-    elif position is not None:
-        resume = encode_cursor(offset + limit, {"id": position[2], key: position[1]}, key)
-    return Page(rows=page, next_cursor=resume, exact=False)
-
-
 class DashboardReads:
-    """The dashboard's questions to the store (see the module docstring for what is emulated)."""
+    """The dashboard's questions to the store, each answered by protocol 2's reads."""
 
     def __init__(self, app: Soniq) -> None:
         self.app = app
 
-    async def _workers_raw(self) -> list[Any]:
-        backend = await self.app.connected_backend()
-        return list(await backend.list_workers())
+    async def _backend(self) -> Backend:
+        return await self.app.connected_backend()
 
     async def queue_names(self) -> list[str]:
-        """Queues known from registered jobs, workers and a bounded sample of rows (no public list yet)."""
-        registry = self.app.registry
-        names = {d.queue for d in (registry.get(n) for n in registry.names()) if d is not None}
-        for worker in await self._workers_raw():
-            names.update(worker.queues or ())
-        names.update(row["queue"] for row in await self.app.list_jobs(limit=QUEUE_SAMPLE))
-        names.update(row["queue"] for row in await self.app.dead_letter.list(limit=QUEUE_SAMPLE))
-        return sorted(names)
+        return list(await (await self._backend()).queue_names())
 
     async def overview(self) -> Overview:
-        totals = await self.app.get_queue_stats()
-        queues = [(name, await self.app.get_queue_stats(queue=name)) for name in await self.queue_names()]
-        windows = await self._windows()
-        workers = await self._workers_raw()
-        running = sum(1 for w in workers if w.status.value != "stopped")
+        backend = await self._backend()
+        counts = await backend.job_counts(JobCountsParams())
+        keys = ("total", "queued", "processing", "done", "dead_letter", "cancelled")
+        queues = [(c.queue, {k: int(getattr(c, k)) for k in keys}) for c in counts]
+        totals = {k: sum(q[1][k] for q in queues) for k in keys}
+        oldest = min((c.oldest_queued_at for c in counts if c.oldest_queued_at is not None), default=None)
+        workers = await backend.list_workers()
         return Overview(
             totals=totals,
             queues=queues,
-            windows=windows,
-            oldest_queued_age=await self.oldest_queued_age(totals.get("queued", 0)),
-            workers_running=running,
+            windows=await self._windows(backend),
+            oldest_queued_age=None if oldest is None else max(timedelta(0), _now() - _aware(oldest)),
+            workers_running=sum(1 for w in workers if w.status.value != "stopped"),
             workers_total=len(workers),
         )
 
-    async def _windows(self) -> list[WindowCounts]:
-        """Done and dead-lettered rows per window, from one read of the newest `SCAN_BUDGET` rows of each."""
-        done_rows = await self.app.list_jobs(status="done", limit=SCAN_BUDGET)
-        dead_rows = await self.app.dead_letter.list(limit=SCAN_BUDGET)
-        exact = len(done_rows) < SCAN_BUDGET and len(dead_rows) < SCAN_BUDGET
-        counts = []
+    async def _windows(self, backend: Backend) -> list[WindowCounts]:
+        """Done and dead-lettered rows per window, from one day of hourly buckets (the hour from minute buckets)."""
+        result = []
         for label, span in WINDOWS:
-            since = _now() - span
-            done = sum(1 for row in done_rows if _aware(row["updated_at"]) >= since)
-            failed = sum(1 for row in dead_rows if _aware(row["moved_to_dead_letter_at"]) >= since)
-            counts.append(WindowCounts(label=label, done=done, failed=failed, exact=exact))
-        return counts
+            width = 60 if span <= timedelta(hours=1) else 3600
+            buckets = await backend.job_activity(JobActivityParams(since=_now() - span, bucket_seconds=width))
+            done = sum(b.done for b in buckets)
+            failed = sum(b.dead_lettered for b in buckets)
+            result.append(WindowCounts(label=label, done=done, failed=failed, exact=True))
+        return result
 
     async def oldest_queued_age(self, queued: int) -> timedelta | None:
-        """Age of the oldest queued row: the last row of the newest-first listing (an offset read today)."""
         if queued <= 0:
             return None
-        rows = await self.app.list_jobs(status="queued", limit=1, offset=queued - 1)
-        if not rows:
-            return None
-        return max(timedelta(0), _now() - _aware(rows[0]["created_at"]))
+        counts = await (await self._backend()).job_counts(JobCountsParams())
+        oldest = min((c.oldest_queued_at for c in counts if c.oldest_queued_at is not None), default=None)
+        return None if oldest is None else max(timedelta(0), _now() - _aware(oldest))
 
     async def jobs_page(self, flt: JobFilter, cursor: str | None = None, limit: int = PAGE_SIZE) -> Page:
-        """Newest first, `limit` rows after `cursor`.
-
-        Keyset pagination is emulated: the cursor holds the last row's
-        ``(created_at, id)`` and the offset it was found at; the next page is
-        read by offset from a little before that and rows at or above the key
-        are dropped, so rows inserted meanwhile never repeat a row. A name
-        filter or search by name scans at most `SCAN_BUDGET` rows.
-        """
-        if flt.search:
-            found = await self.app.get_job(flt.search.strip())
+        """Newest first, `limit` rows after `cursor` (keyset on ``(created_at, id)``); a name filter is a prefix."""
+        search = (flt.search or "").strip() or None
+        if search and cursor is None:
+            # An id is one primary-key probe; `search` in the page read would be a scan filtered by
+            # "id or name prefix", which finds an old id only after walking every newer row.
+            found = await self.app.get_job(search)
             if found is not None:
                 return Page(rows=[found], next_cursor=None)
-        needle = (flt.name or flt.search or "").strip().lower()
-
-        async def fetch(limit: int, offset: int) -> list[dict[str, Any]]:
-            return await self.app.list_jobs(
-                queue=flt.queue or None, status=flt.status or None, limit=limit, offset=offset
+        page = await (await self._backend()).job_page(
+            JobPageParams(
+                statuses=[JobStatus(flt.status)] if flt.status else None,
+                queues=[flt.queue] if flt.queue else None,
+                job_name_prefix=(flt.name or "").strip() or None,
+                search=search,
+                before=decode_cursor(cursor),
+                limit=limit,
             )
-
-        return await _keyset_page(fetch, "created_at", needle, cursor, limit)
+        )
+        return Page(rows=[row.to_dict() for row in page.rows], next_cursor=encode_cursor(page.next_cursor))
 
     async def job(self, job_id: str) -> JobDetail | None:
         """A job's full record, or its dead-letter row when it has moved there."""
@@ -268,41 +210,46 @@ class DashboardReads:
     async def dead_letters(
         self, *, queue: str | None = None, name: str | None = None, cursor: str | None = None, limit: int = PAGE_SIZE
     ) -> Page:
-        """Most recently moved first; the same emulated keyset as `jobs_page`, on ``moved_to_dead_letter_at``."""
-        needle = (name or "").strip().lower()
-
-        async def fetch(limit: int, offset: int) -> list[dict[str, Any]]:
-            return await self.app.dead_letter.list(queue=queue or None, limit=limit, offset=offset)
-
-        return await _keyset_page(fetch, "moved_to_dead_letter_at", needle, cursor, limit)
+        """Most recently moved first, keyset on ``(moved_to_dead_letter_at, id)``; a name filter is a prefix."""
+        page = await (await self._backend()).dead_letter_page(
+            DeadLetterPageParams(
+                queues=[queue] if queue else None,
+                job_name_prefix=(name or "").strip() or None,
+                before=decode_cursor(cursor),
+                limit=limit,
+            )
+        )
+        return Page(rows=[row.to_dict() for row in page.rows], next_cursor=encode_cursor(page.next_cursor))
 
     async def dead_letter_ids(self, *, queue: str | None = None, name: str | None = None) -> tuple[list[str], bool]:
-        """Ids of every dead letter matching the filter, up to `SCAN_BUDGET`; True when that is all of them."""
+        """Ids of every dead letter matching the filter, read page by page; the bool is always True (all of them)."""
         ids: list[str] = []
         cursor: str | None = None
-        while len(ids) < SCAN_BUDGET:
-            page = await self.dead_letters(queue=queue, name=name, cursor=cursor, limit=200)
+        while True:
+            page = await self.dead_letters(queue=queue, name=name, cursor=cursor, limit=BULK_PAGE)
             ids.extend(row["id"] for row in page.rows)
             cursor = page.next_cursor
             if cursor is None:
-                return ids[:SCAN_BUDGET], page.exact
-        return ids[:SCAN_BUDGET], False
+                return ids, True
 
     async def workers(self) -> list[WorkerView]:
-        """Each worker row with its state name, heartbeat age, staleness and the rows it holds."""
+        """Each worker row with its exact shutdown state, heartbeat age, staleness, held rows and last shutdown."""
         now = _now()
+        backend = await self._backend()
         timeout = timedelta(seconds=float(self.app.settings.heartbeat_timeout))
-        live = [w for w in await self._workers_raw()]
+        live = list(await backend.list_workers())
         in_flight_cap = max(100, 2 * sum(w.concurrency for w in live if w.status.value != "stopped"))
-        processing = await self.app.list_jobs(status="processing", limit=in_flight_cap)
+        processing = await backend.job_page(JobPageParams(statuses=[JobStatus.PROCESSING], limit=in_flight_cap))
         held: dict[str, list[str]] = {}
-        for row in processing:
-            if row.get("worker_id"):
-                held.setdefault(row["worker_id"], []).append(row["id"])
+        for row in processing.rows:
+            if row.worker_id:
+                held.setdefault(row.worker_id, []).append(row.id)
         views = []
         for w in live:
             age = max(timedelta(0), now - _aware(w.last_heartbeat))
             status = w.status.value
+            state = w.state or WORKER_STATES.get(status, status.upper())
+            lost = status == "stopped" and state != "STOPPED"
             views.append(
                 WorkerView(
                     id=w.id,
@@ -310,16 +257,22 @@ class DashboardReads:
                     pid=w.pid,
                     queues=tuple(w.queues) if w.queues else None,
                     concurrency=w.concurrency,
-                    state=WORKER_STATES.get(status, status.upper()),
+                    state="STOPPED" if lost else state,
                     heartbeat_age=age,
                     stale=status != "stopped" and age > timeout,
                     started_at=_aware(w.started_at),
                     in_flight=held.get(w.id, []),
+                    state_changed_at=None if w.state_changed_at is None else _aware(w.state_changed_at),
+                    last_shutdown=dict(w.last_shutdown) if w.last_shutdown else None,
+                    lost=lost,
                 )
             )
-        order = {"RUNNING": 0, "DRAINING": 1, "STOPPED": 2}
+        order = {"RUNNING": 0, "DRAINING": 1, "FORCE_TIMEOUT_PATH": 1, "WAIT_FOR_THREAD": 1, "STOPPED": 2}
         views.sort(key=lambda v: (order.get(v.state, 1), -v.started_at.timestamp()))
         return views
+
+    async def worker(self, worker_id: str) -> WorkerView | None:
+        return next((w for w in await self.workers() if w.id == worker_id), None)
 
     async def schedules(self) -> Schedules:
         """Periodic jobs: none exist in this version of soniq-core."""

@@ -22,12 +22,16 @@ from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
     HeartbeatParams,
+    JobActivityParams,
+    JobCountsParams,
+    JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
     MarkStartedParams,
@@ -44,15 +48,20 @@ from soniq.params import (
     WaitForJobsParams,
 )
 from soniq.records import (
+    ActivityBucket,
+    DeadLetterPage,
     DeadLetterReason,
     DeadLetterRecord,
+    JobPage,
     JobRecord,
     JobStatus,
+    QueueCounts,
     QueueStats,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
+from soniq_memory import reads
 from soniq_memory.recovery import apply_rescue, find_stale
 from soniq_memory.store import MemoryStore, json_copy, named_stores
 
@@ -418,9 +427,16 @@ class MemoryBackend:
             worker = store.workers.get(params.worker_id)
             if worker is None:
                 return False
-            store.workers[params.worker_id] = replace(
-                worker, status=WorkerStatus(params.status), last_heartbeat=store.now()
-            )
+            status = WorkerStatus(params.status)
+            if worker.status is WorkerStatus.STOPPED and status is not WorkerStatus.STOPPED:
+                return False
+            now = store.now()
+            worker = replace(worker, status=status, last_heartbeat=now)
+            if params.state is not None:
+                worker = replace(worker, state=str(params.state), state_changed_at=now)
+            if params.last_shutdown is not None:
+                worker = replace(worker, last_shutdown=json_copy(dict(params.last_shutdown), what="last_shutdown"))
+            store.workers[params.worker_id] = worker
             return True
 
     async def list_workers(self) -> list[WorkerRecord]:
@@ -540,3 +556,20 @@ class MemoryBackend:
         with self._store.lock:
             self._store.dead_raw_args.pop(params.job_id, None)
             return self._store.dead_letters.pop(params.job_id, None) is not None
+
+    # -- dashboard reads (soniq_memory.reads) ----------------------------------
+
+    async def job_counts(self, params: JobCountsParams, /) -> list[QueueCounts]:
+        return reads.job_counts(self._store, params)
+
+    async def job_activity(self, params: JobActivityParams, /) -> list[ActivityBucket]:
+        return reads.job_activity(self._store, params)
+
+    async def job_page(self, params: JobPageParams, /) -> JobPage:
+        return reads.job_page(self._store, params)
+
+    async def dead_letter_page(self, params: DeadLetterPageParams, /) -> DeadLetterPage:
+        return reads.dead_letter_page(self._store, params)
+
+    async def queue_names(self) -> list[str]:
+        return reads.queue_names(self._store)

@@ -24,12 +24,16 @@ from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
     HeartbeatParams,
+    JobActivityParams,
+    JobCountsParams,
+    JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
     MarkStartedParams,
@@ -46,16 +50,20 @@ from soniq.params import (
     WaitForJobsParams,
 )
 from soniq.records import (
+    ActivityBucket,
+    DeadLetterPage,
     DeadLetterRecord,
+    JobPage,
     JobRecord,
     JobStatus,
     NewJob,
+    QueueCounts,
     QueueStats,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_postgres import migrations
+from soniq_postgres import migrations, reads
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
@@ -446,7 +454,9 @@ class PostgresBackend:
     async def set_worker_status(self, params: SetWorkerStatusParams, /) -> bool:
         status = WorkerStatus(params.status).value
         async with self._connection() as conn:
-            return affected(await conn.execute(self._queries.set_worker_status, params.worker_id, status)) == 1
+            shutdown = optional_json(params.last_shutdown)
+            sql, state = self._queries.set_worker_status, params.state
+            return affected(await conn.execute(sql, params.worker_id, status, state, shutdown)) == 1
 
     async def list_workers(self) -> list[WorkerRecord]:
         async with self._connection() as conn:
@@ -539,6 +549,28 @@ class PostgresBackend:
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         async with self._connection() as conn:
             return affected(await conn.execute(self._queries.purge_dead, params.job_id)) == 1
+
+    # -- dashboard reads (soniq_postgres.reads) ------------------------------
+
+    async def job_counts(self, params: JobCountsParams, /) -> list[QueueCounts]:
+        async with self._connection() as conn:
+            return await reads.job_counts(conn, quote_ident(self._queries.schema), params)
+
+    async def job_activity(self, params: JobActivityParams, /) -> list[ActivityBucket]:
+        async with self._connection() as conn:
+            return await reads.job_activity(conn, quote_ident(self._queries.schema), params)
+
+    async def job_page(self, params: JobPageParams, /) -> JobPage:
+        async with self._connection() as conn:
+            return await reads.job_page(conn, quote_ident(self._queries.schema), params)
+
+    async def dead_letter_page(self, params: DeadLetterPageParams, /) -> DeadLetterPage:
+        async with self._connection() as conn:
+            return await reads.dead_letter_page(conn, quote_ident(self._queries.schema), params)
+
+    async def queue_names(self) -> list[str]:
+        async with self._connection() as conn:
+            return await reads.queue_names(conn, quote_ident(self._queries.schema))
 
     # -- internals ---------------------------------------------------------
 

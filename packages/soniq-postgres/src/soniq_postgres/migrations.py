@@ -111,6 +111,25 @@ CREATE TABLE {schema}.soniq_workers (
 ALTER TABLE {schema}.soniq_workers ADD COLUMN IF NOT EXISTS job_names text;
 """,
     ),
+    Migration(
+        3,
+        "dashboard reads and worker state",
+        """
+ALTER TABLE {schema}.soniq_workers
+    ADD COLUMN IF NOT EXISTS state            text,
+    ADD COLUMN IF NOT EXISTS state_changed_at timestamptz,
+    ADD COLUMN IF NOT EXISTS last_shutdown    json;
+-- job_activity: only recent done rows, by the time they finished.
+CREATE INDEX IF NOT EXISTS soniq_jobs_done_at_idx
+    ON {schema}.soniq_jobs (updated_at, queue) WHERE status = 'done';
+-- job_page with an exact job_name: the keyset order within one name.
+CREATE INDEX IF NOT EXISTS soniq_jobs_name_created_idx
+    ON {schema}.soniq_jobs (job_name, created_at DESC, id DESC);
+-- dead_letter_page by queue, and queue_names' loose index scan over dead letters.
+CREATE INDEX IF NOT EXISTS soniq_dead_letter_queue_idx
+    ON {schema}.soniq_dead_letter_jobs (queue, moved_to_dead_letter_at DESC, id DESC);
+""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -23,7 +23,10 @@ DEAD_COLUMNS = (
     "id, job_name, args::text AS args, queue, attempts, last_error, dead_letter_reason, "
     "moved_to_dead_letter_at, resurrection_count, last_resurrection_at, max_attempts, priority"
 )
-WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, job_names"
+WORKER_COLUMNS = (
+    "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, job_names, "
+    "state, state_changed_at, last_shutdown::text AS last_shutdown"
+)
 _CLAIM_ORDER = "priority, scheduled_at, created_at, id"
 _OWNED = "id = $1 AND status = 'processing' AND worker_id = $2"
 
@@ -105,12 +108,16 @@ VALUES ($1, $2, $3, $4, $5, 'active', now(), now(), $6)
 ON CONFLICT (id) DO UPDATE SET
     hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
     concurrency = EXCLUDED.concurrency, status = 'active', job_names = EXCLUDED.job_names,
-    last_heartbeat = EXCLUDED.last_heartbeat, started_at = EXCLUDED.started_at"""
+    last_heartbeat = EXCLUDED.last_heartbeat, started_at = EXCLUDED.started_at,
+    state = NULL, state_changed_at = NULL, last_shutdown = NULL"""
         self.heartbeat = f"""
 UPDATE {self.workers} SET last_heartbeat = now() WHERE id = $1 AND status <> 'stopped'"""
         # A row recovery already marked `stopped` is never revived as `stopping`.
         self.set_worker_status = f"""
-UPDATE {self.workers} SET status = $2, last_heartbeat = now()
+UPDATE {self.workers} SET status = $2, last_heartbeat = now(),
+    state = COALESCE($3::text, state),
+    state_changed_at = CASE WHEN $3::text IS NULL THEN state_changed_at ELSE now() END,
+    last_shutdown = COALESCE($4::json, last_shutdown)
 WHERE id = $1 AND (status <> 'stopped' OR $2 = 'stopped')"""
         self.list_workers = f"SELECT {WORKER_COLUMNS} FROM {self.workers} ORDER BY started_at, id"
 

@@ -132,7 +132,16 @@ def worker_record(row: Mapping[str, Any]) -> WorkerRecord:
         last_heartbeat=utc(row["last_heartbeat"]),
         started_at=utc(row["started_at"]),
         job_names=worker_job_names(row["job_names"]),
+        state=row.get("state"),
+        state_changed_at=None if row.get("state_changed_at") is None else utc(row["state_changed_at"]),
+        last_shutdown=_shutdown(row.get("last_shutdown")),
     )
+
+
+def _shutdown(text: str | None) -> dict[str, Any] | None:
+    # A summary this worker cannot read is shown as none rather than failing the workers listing.
+    value, _ = decode_value(text, "last_shutdown")
+    return value if isinstance(value, dict) else None
 
 
 def worker_job_names(text: str | None) -> tuple[str, ...] | None:

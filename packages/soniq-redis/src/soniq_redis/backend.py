@@ -26,12 +26,16 @@ from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
     HeartbeatParams,
+    JobActivityParams,
+    JobCountsParams,
+    JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
     MarkStartedParams,
@@ -50,20 +54,26 @@ from soniq.params import (
     WaitForJobsParams,
 )
 from soniq.records import (
+    ActivityBucket,
+    DeadLetterPage,
     DeadLetterReason,
     DeadLetterRecord,
+    JobPage,
     JobRecord,
     JobStatus,
+    QueueCounts,
     QueueStats,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
+from soniq_redis import reads
 from soniq_redis.connection import RedisTarget, translated_errors
 from soniq_redis.keys import KeySpace
 from soniq_redis.rows import (
     dead_letter_record,
     dumps,
+    from_micros,
     job_record,
     pairs,
     text_map,
@@ -376,7 +386,9 @@ class RedisBackend:
         return bool(await self._run("heartbeat", params.worker_id))
 
     async def set_worker_status(self, params: SetWorkerStatusParams, /) -> bool:
-        return bool(await self._run("set_worker_status", params.worker_id, WorkerStatus(params.status).value))
+        status = WorkerStatus(params.status).value
+        shutdown = "" if params.last_shutdown is None else dumps(dict(params.last_shutdown))
+        return bool(await self._run("set_worker_status", params.worker_id, status, params.state or "", shutdown))
 
     async def list_workers(self) -> list[WorkerRecord]:
         rows = await self._run("list_workers")
@@ -465,3 +477,30 @@ class RedisBackend:
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         return bool(await self._run("purge", params.job_id))
+
+    # -- dashboard reads (soniq_redis.reads) -------------------------------------
+
+    async def job_counts(self, params: JobCountsParams, /) -> list[QueueCounts]:
+        reply = await self._run("job_counts", *reads.job_counts_args(params))
+        return reads.counts_from_reply(reply)
+
+    async def job_activity(self, params: JobActivityParams, /) -> list[ActivityBucket]:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            seconds, micros = await client.time()
+            return await reads.job_activity(client, self.keys, params, from_micros(seconds * 1_000_000 + micros))
+
+    async def job_page(self, params: JobPageParams, /) -> JobPage:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            return await reads.job_page(client, self.keys, params)
+
+    async def dead_letter_page(self, params: DeadLetterPageParams, /) -> DeadLetterPage:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            return await reads.dead_letter_page(client, self.keys, params)
+
+    async def queue_names(self) -> list[str]:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            return await reads.queue_names(client, self.keys)

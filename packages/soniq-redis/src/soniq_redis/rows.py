@@ -130,6 +130,12 @@ def dead_letter_record(fields: Mapping[str, str]) -> DeadLetterRecord:
     )
 
 
+def _shutdown(text: str | None) -> dict[str, Any] | None:
+    # A summary this worker cannot read is shown as none rather than failing the workers listing.
+    value, _ = (None, None) if text is None else _decode(text, "last_shutdown")
+    return value if isinstance(value, dict) else None
+
+
 def worker_record(fields: Mapping[str, str]) -> WorkerRecord:
     queues = json.loads(fields["queues"])
     names_text = fields.get("job_names")
@@ -144,4 +150,7 @@ def worker_record(fields: Mapping[str, str]) -> WorkerRecord:
         last_heartbeat=from_micros(fields["last_heartbeat"]),
         started_at=from_micros(fields["started_at"]),
         job_names=None if names is None else tuple(names),
+        state=fields.get("state"),
+        state_changed_at=_optional_time(fields, "state_changed_at"),
+        last_shutdown=_shutdown(fields.get("last_shutdown")),
     )

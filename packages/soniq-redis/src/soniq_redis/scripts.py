@@ -34,6 +34,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "queue_stats",
     "next_due",
     "expire_unknown",
+    "job_counts",
 )
 
 

@@ -19,12 +19,16 @@ from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
     HeartbeatParams,
+    JobActivityParams,
+    JobCountsParams,
+    JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
     MarkStartedParams,
@@ -42,15 +46,19 @@ from soniq.params import (
     WaitForJobsParams,
 )
 from soniq.records import (
+    ActivityBucket,
+    DeadLetterPage,
     DeadLetterRecord,
+    JobPage,
     JobRecord,
     JobStatus,
+    QueueCounts,
     QueueStats,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_sqlite import transitions
+from soniq_sqlite import reads, transitions
 from soniq_sqlite.codec import (
     claim_order,
     dead_letter_from_row,
@@ -414,11 +422,17 @@ class SQLiteBackend:
     async def set_worker_status(self, params: SetWorkerStatusParams, /) -> bool:
         await self.connect()
         status = WorkerStatus(params.status).value
+        now = now_us()
+        shutdown = dump_optional_json(
+            None if params.last_shutdown is None else dict(params.last_shutdown), what="last_shutdown"
+        )
         # A row recovery already marked `stopped` is never revived as `stopping`.
         changed = await self._db.execute(
-            "UPDATE soniq_workers SET status = ?, last_heartbeat = ? "
+            "UPDATE soniq_workers SET status = ?, last_heartbeat = ?, state = COALESCE(?, state), "
+            "state_changed_at = CASE WHEN ? IS NULL THEN state_changed_at ELSE ? END, "
+            "last_shutdown = COALESCE(?, last_shutdown) "
             "WHERE id = ? AND (status != 'stopped' OR ? = 'stopped')",
-            (status, now_us(), params.worker_id, status),
+            (status, now, params.state, params.state, now, shutdown, params.worker_id, status),
         )
         return changed == 1
 
@@ -523,6 +537,28 @@ class SQLiteBackend:
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         await self.connect()
         return await self._db.execute("DELETE FROM soniq_dead_letter_jobs WHERE id = ?", (params.job_id,)) == 1
+
+    # -- dashboard reads (soniq_sqlite.reads) --------------------------------
+
+    async def job_counts(self, params: JobCountsParams, /) -> list[QueueCounts]:
+        await self.connect()
+        return await reads.job_counts(self._db, params)
+
+    async def job_activity(self, params: JobActivityParams, /) -> list[ActivityBucket]:
+        await self.connect()
+        return await reads.job_activity(self._db, params)
+
+    async def job_page(self, params: JobPageParams, /) -> JobPage:
+        await self.connect()
+        return await reads.job_page(self._db, params)
+
+    async def dead_letter_page(self, params: DeadLetterPageParams, /) -> DeadLetterPage:
+        await self.connect()
+        return await reads.dead_letter_page(self._db, params)
+
+    async def queue_names(self) -> list[str]:
+        await self.connect()
+        return await reads.queue_names(self._db)
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

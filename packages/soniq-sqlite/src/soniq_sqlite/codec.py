@@ -157,6 +157,7 @@ def worker_from_row(row: Row) -> WorkerRecord:
     """A row selected with `schema.WORKER_COLUMNS`, in that order."""
     queues = row[3]
     names, problem = decode_value(row[8], "job names")
+    shutdown, _ = decode_value(row[11], "last_shutdown")
     return WorkerRecord(
         id=row[0],
         hostname=row[1],
@@ -168,6 +169,9 @@ def worker_from_row(row: Row) -> WorkerRecord:
         started_at=from_us(row[7]),
         # Anything unreadable counts as "not reported".
         job_names=tuple(map(str, names)) if problem is None and isinstance(names, list) else None,
+        state=row[9],
+        state_changed_at=from_us_or_none(row[10]),
+        last_shutdown=shutdown if isinstance(shutdown, dict) else None,
     )
 
 

@@ -7,13 +7,14 @@ JSON values (args, result, queues, trace context) are TEXT.
 Version history:
   1 - soniq_jobs, soniq_dead_letter_jobs, soniq_workers (soniq-sqlite 0.2.0).
   2 - soniq_workers.job_names: the names a worker registered, JSON text (NULL before).
+  3 - the dashboard reads' indexes; soniq_workers.state, state_changed_at, last_shutdown.
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -102,7 +103,22 @@ _VERSION_1 = (
 
 _VERSION_2 = ("ALTER TABLE soniq_workers ADD COLUMN job_names TEXT",)
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2}
+_VERSION_3 = (
+    "ALTER TABLE soniq_workers ADD COLUMN state TEXT",
+    "ALTER TABLE soniq_workers ADD COLUMN state_changed_at INTEGER",
+    "ALTER TABLE soniq_workers ADD COLUMN last_shutdown TEXT",
+    # job_counts: one covering index scan gives every count, `scheduled` and the oldest queued row.
+    "CREATE INDEX IF NOT EXISTS soniq_jobs_counts ON soniq_jobs (queue, status, scheduled_at, created_at)",
+    # job_page's keyset order, and the same order within one job name.
+    "CREATE INDEX IF NOT EXISTS soniq_jobs_page ON soniq_jobs (created_at, id)",
+    "CREATE INDEX IF NOT EXISTS soniq_jobs_page_by_name ON soniq_jobs (job_name, created_at, id)",
+    # job_activity reads only recent done rows.
+    "CREATE INDEX IF NOT EXISTS soniq_jobs_done_at ON soniq_jobs (updated_at, queue) WHERE status = 'done'",
+    "CREATE INDEX IF NOT EXISTS soniq_dead_letter_jobs_by_queue "
+    "ON soniq_dead_letter_jobs (queue, moved_to_dead_letter_at)",
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2, 3: _VERSION_3}
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
 TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers")
@@ -117,4 +133,7 @@ DEAD_LETTER_COLUMNS = (
 )
 # Listings without results select NULL in the result's place and never read the column.
 JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("worker_id, result,", "worker_id, NULL,")
-WORKER_COLUMNS = "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, job_names"
+WORKER_COLUMNS = (
+    "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, job_names, "
+    "state, state_changed_at, last_shutdown"
+)

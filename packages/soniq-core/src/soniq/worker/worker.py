@@ -33,6 +33,7 @@ from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
 from soniq.worker.executor import CANCEL_UNWIND_SECONDS, Executor
 from soniq.worker.loops import heartbeat_loop, sweep_loop
+from soniq.worker.record import StateRecord
 from soniq.worker.shutdown import NACK_WRITE_SECONDS, ShutdownSequence
 from soniq.worker.state import RunPhase, WorkerState, check_transition
 
@@ -108,6 +109,7 @@ class Worker:
         self._signal_at = 0.0
         self._executor: Executor | None = None
         self.completions = CompletionBatcher(self.backend, self.worker_id, self._write_deadline)
+        self.state_record = StateRecord(self.backend, self.worker_id)
 
     # -- public control ------------------------------------------------------
 
@@ -334,12 +336,15 @@ class Worker:
                 ", ".join(left),
                 self.settings.heartbeat_timeout,
             )
-            return
-        try:
-            params = SetWorkerStatusParams(worker_id=self.worker_id, status=WorkerStatus.STOPPED)
-            await asyncio.wait_for(self.backend.set_worker_status(params), 2.0)
-        except Exception as exc:
-            logger.warning("could not mark worker %s stopped: %s", self.worker_id, exc)
+        status = WorkerStatus.STOPPING if left else WorkerStatus.STOPPED
+        if self.state is WorkerState.STOPPED:
+            await self.state_record.write_stopped(self.summary, status)
+        elif not left:
+            try:
+                params = SetWorkerStatusParams(worker_id=self.worker_id, status=WorkerStatus.STOPPED)
+                await asyncio.wait_for(self.backend.set_worker_status(params), 2.0)
+            except Exception as exc:
+                logger.warning("could not mark worker %s stopped: %s", self.worker_id, exc)
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(
@@ -367,6 +372,7 @@ class Worker:
         previous = self.state
         self.state = target
         self.summary.states.append(target)
+        self.state_record.transition(target, reason=reason, waiting_threads=waiting_threads)
         logger.info(
             "worker %s: %s -> %s%s", self.worker_id, previous.value, target.value, f" ({reason})" if reason else ""
         )

@@ -1,0 +1,172 @@
+"""The dashboard reads on PostgreSQL, each one statement (one snapshot).
+
+What keeps each fast at a million rows (migration 2 adds the indexes):
+`job_counts` groups an index-only scan of ``(queue, status)`` and reads the
+queued rows' `scheduled_at` and `created_at` from the claim index; pages walk
+``(created_at DESC, id DESC)`` from the cursor with a row comparison, so page
+1,000 costs what page 1 costs; `job_activity` reads the partial index of done
+rows by `updated_at`; `queue_names` is a loose index scan (a recursive CTE
+that probes the index once per distinct queue).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import asyncpg
+
+from soniq.pagination import activity_buckets, cut, dead_letter_cursor, job_cursor
+from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobPageParams
+from soniq.records import ActivityBucket, DeadLetterPage, JobPage, JobStatus, QueueCounts
+from soniq_postgres.queries import DEAD_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT
+from soniq_postgres.rows import dead_letter_record, job_record, utc
+
+_FIVE = ("queued", "processing", "done", "dead_letter", "cancelled")
+
+
+class _Where:
+    """`WHERE` clauses with their numbered parameters."""
+
+    def __init__(self) -> None:
+        self.clauses: list[str] = []
+        self.args: list[Any] = []
+
+    def arg(self, value: Any) -> str:
+        self.args.append(value)
+        return f"${len(self.args)}"
+
+    def add(self, clause: str) -> None:
+        self.clauses.append(clause)
+
+    def any_of(self, column: str, values: Sequence[str] | None) -> None:
+        if values is not None:
+            self.add(f"{column} = ANY({self.arg(list(values))}::text[])")
+
+    def names(self, *, exact: str | None, prefix: str | None, search: str | None) -> None:
+        if exact is not None:
+            self.add(f"job_name = {self.arg(exact)}")
+        if prefix is not None:
+            self.add(f"starts_with(job_name, {self.arg(prefix)})")
+        if search:
+            value = self.arg(search)
+            self.add(f"(id = {value} OR starts_with(job_name, {value}))")
+
+    def sql(self) -> str:
+        return f" WHERE {' AND '.join(self.clauses)}" if self.clauses else ""
+
+
+async def job_counts(conn: asyncpg.Connection, schema: str, params: JobCountsParams) -> list[QueueCounts]:
+    where = _Where()
+    where.any_of("queue", params.queues)
+    clause = where.sql()
+    queued = f"{clause} AND status = 'queued'" if clause else " WHERE status = 'queued'"
+    rows = await conn.fetch(
+        f"""
+SELECT queue, status, count(*) AS n, NULL::bigint AS scheduled, NULL::timestamptz AS oldest
+  FROM {schema}.soniq_jobs{clause} GROUP BY queue, status
+UNION ALL
+SELECT queue, 'queued_extra', 0, count(*) FILTER (WHERE scheduled_at > now()), min(created_at)
+  FROM {schema}.soniq_jobs{queued} GROUP BY queue
+UNION ALL
+SELECT queue, 'dead_letter', count(*), NULL, NULL FROM {schema}.soniq_dead_letter_jobs{clause} GROUP BY queue""",
+        *where.args,
+    )
+    found: dict[str, dict[str, Any]] = {name: {} for name in params.queues or ()}
+    for row in rows:
+        entry = found.setdefault(row["queue"], {})
+        if row["status"] == "queued_extra":
+            entry["scheduled"] = int(row["scheduled"] or 0)
+            entry["oldest"] = row["oldest"]
+        else:
+            entry[row["status"]] = int(row["n"])
+    result = []
+    for name in sorted(found):
+        entry = found[name]
+        five = {key: int(entry.get(key, 0)) for key in _FIVE}
+        oldest = entry.get("oldest")
+        result.append(
+            QueueCounts(
+                queue=name,
+                total=sum(five.values()),
+                scheduled=int(entry.get("scheduled", 0)),
+                oldest_queued_at=None if oldest is None else utc(oldest),
+                **five,
+            )
+        )
+    return result
+
+
+async def job_activity(conn: asyncpg.Connection, schema: str, params: JobActivityParams) -> list[ActivityBucket]:
+    width = float(max(1, int(params.bucket_seconds)))
+    since = utc(params.since)
+    queue = " AND queue = $3" if params.queue is not None else ""
+    extra = (params.queue,) if params.queue is not None else ()
+    rows = await conn.fetch(
+        f"""
+SELECT 'done' AS kind, floor(extract(epoch FROM updated_at - $1) / $2)::bigint AS bucket, count(*) AS n
+  FROM {schema}.soniq_jobs WHERE status = 'done' AND updated_at >= $1{queue} GROUP BY 2
+UNION ALL
+SELECT 'dead', floor(extract(epoch FROM moved_to_dead_letter_at - $1) / $2)::bigint, count(*)
+  FROM {schema}.soniq_dead_letter_jobs WHERE moved_to_dead_letter_at >= $1{queue} GROUP BY 2""",
+        since,
+        width,
+        *extra,
+    )
+    done = {int(r["bucket"]): int(r["n"]) for r in rows if r["kind"] == "done"}
+    dead = {int(r["bucket"]): int(r["n"]) for r in rows if r["kind"] == "dead"}
+    now = utc(await conn.fetchval("SELECT now()"))
+    return activity_buckets(params, now, done, dead)
+
+
+async def job_page(conn: asyncpg.Connection, schema: str, params: JobPageParams) -> JobPage:
+    where = _Where()
+    if params.statuses is not None:
+        where.any_of("status", [JobStatus(s).value for s in params.statuses])
+    where.any_of("queue", params.queues)
+    where.names(exact=params.job_name, prefix=params.job_name_prefix, search=params.search)
+    if params.before is not None:
+        at, last = where.arg(utc(params.before.at)), where.arg(params.before.id)
+        where.add(f"(created_at, id) < ({at}::timestamptz, {last}::text)")
+    columns = JOB_COLUMNS if params.include_results else JOB_COLUMNS_NO_RESULT
+    limit = max(0, params.limit)
+    rows = await conn.fetch(
+        f"SELECT {columns} FROM {schema}.soniq_jobs{where.sql()} "
+        f"ORDER BY created_at DESC, id DESC LIMIT {where.arg(limit + 1)}",
+        *where.args,
+    )
+    page, cursor = cut([job_record(row) for row in rows], limit, job_cursor)
+    return JobPage(rows=page, next_cursor=cursor)
+
+
+async def dead_letter_page(conn: asyncpg.Connection, schema: str, params: DeadLetterPageParams) -> DeadLetterPage:
+    where = _Where()
+    where.any_of("dead_letter_reason", params.reasons)
+    where.any_of("queue", params.queues)
+    where.names(exact=params.job_name, prefix=params.job_name_prefix, search=params.search)
+    if params.before is not None:
+        at, last = where.arg(utc(params.before.at)), where.arg(params.before.id)
+        where.add(f"(moved_to_dead_letter_at, id) < ({at}::timestamptz, {last}::text)")
+    limit = max(0, params.limit)
+    rows = await conn.fetch(
+        f"SELECT {DEAD_COLUMNS} FROM {schema}.soniq_dead_letter_jobs{where.sql()} "
+        f"ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT {where.arg(limit + 1)}",
+        *where.args,
+    )
+    page, cursor = cut([dead_letter_record(row) for row in rows], limit, dead_letter_cursor)
+    return DeadLetterPage(rows=page, next_cursor=cursor)
+
+
+def _distinct(table: str) -> str:
+    return f"""(WITH RECURSIVE q(name) AS (
+    (SELECT queue FROM {table} ORDER BY queue LIMIT 1)
+    UNION ALL
+    SELECT (SELECT queue FROM {table} WHERE queue > q.name ORDER BY queue LIMIT 1) FROM q WHERE q.name IS NOT NULL
+) SELECT name FROM q WHERE name IS NOT NULL)"""
+
+
+async def queue_names(conn: asyncpg.Connection, schema: str) -> list[str]:
+    rows = await conn.fetch(
+        f"{_distinct(f'{schema}.soniq_jobs')} UNION {_distinct(f'{schema}.soniq_dead_letter_jobs')} ORDER BY 1"
+    )
+    return [str(row[0]) for row in rows]
