@@ -37,3 +37,4 @@ __all__ = [
     "find_sink",
     "metrics_response",
 ]
+__version__ = "0.2.0"
