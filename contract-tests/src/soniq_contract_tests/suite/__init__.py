@@ -36,6 +36,7 @@ from soniq_contract_tests.suite.job_names import JobNamesContract
 from soniq_contract_tests.suite.nack import NackContract
 from soniq_contract_tests.suite.recovery import StaleRecoveryContract
 from soniq_contract_tests.suite.results_listing import ResultsListingContract
+from soniq_contract_tests.suite.rolling_deploy import RollingDeployContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
 from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
@@ -67,6 +68,7 @@ class BackendContractSuite(
     PrepareWorkerContract,
     WaitForJobsContract,
     WorkerProcessContract,
+    RollingDeployContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 
