@@ -70,6 +70,7 @@ PROCESS_SCENARIOS = {
     "test_a_job_that_kills_its_worker_every_time_ends_in_the_dead_letter_table",
     "test_prefetched_rows_are_released_untouched_and_running_rows_nacked",
     "test_sigkilled_worker_under_dead_letter_policy_sends_its_running_row_to_review",
+    "test_rolling_deploy_loses_nothing_and_old_workers_never_claim_new_names",
 }
 TRANSACTIONAL = {
     "test_transactional_enqueue_is_invisible_until_the_caller_commits",

@@ -3,7 +3,9 @@
 Imported by the child as ``--jobs-modules soniq_contract_tests.worker_jobs``;
 the child builds its app from ``SONIQ_CT_URL``, ``SONIQ_CT_NAMESPACE`` and
 the JSON ``SONIQ_CT_OPTIONS`` (extra `from_url` keywords; every other
-setting comes from the usual ``SONIQ_*`` variables). Each
+setting comes from the usual ``SONIQ_*`` variables); job names listed in
+``SONIQ_CT_WITHOUT`` (comma-separated) are left out, as in a worker still
+running an older release of the code (the rolling-deploy scenario). Each
 handler appends ``<event> <tag> <pid>`` to the file named by
 ``SONIQ_CT_RUNLOG`` so a test can wait on what really ran, and where.
 """
@@ -38,7 +40,14 @@ def backend_options(namespace: str | None, extra: Mapping[str, Any] | None = Non
     return options or None
 
 
-def build_app(url: str, namespace: str | None, options: Mapping[str, Any] | None = None, **settings: Any) -> Soniq:
+def build_app(
+    url: str,
+    namespace: str | None,
+    options: Mapping[str, Any] | None = None,
+    *,
+    without: frozenset[str] = frozenset(),
+    **settings: Any,
+) -> Soniq:
     app = Soniq(url, backend_options=backend_options(namespace, options), **settings)
 
     @app.job(name="ct.sleep_async", max_retries=3)
@@ -73,6 +82,15 @@ def build_app(url: str, namespace: str | None, options: Mapping[str, Any] | None
         log_run("start", tag)
         os.kill(os.getpid(), signal.SIGKILL)
 
+    if "ct.new_job" not in without:
+
+        @app.job(name="ct.new_job", max_retries=3)
+        async def new_job(tag: str) -> str:
+            """Only in the new release of the code."""
+            log_run("start", tag)
+            log_run("end", tag)
+            return "new"
+
     return app
 
 
@@ -81,4 +99,5 @@ if os.environ.get("SONIQ_CT_URL"):
         os.environ["SONIQ_CT_URL"],
         os.environ.get("SONIQ_CT_NAMESPACE") or None,
         json.loads(os.environ.get("SONIQ_CT_OPTIONS") or "{}"),
+        without=frozenset(filter(None, (os.environ.get("SONIQ_CT_WITHOUT") or "").split(","))),
     )

@@ -27,6 +27,11 @@ from soniq import Soniq
 
 MAX_RETRIES = 4
 FATES = ("ok", "fail", "flaky")
+POISON_TIMEOUT = 0.5
+"""The deadline of every hung poisoned job (see `soniq_contract_tests.chaos.poisoned`)."""
+POISON_RETRIES = 1
+RELEASE_FILE = "release-hung-sync"
+"""Created in the run log's directory once a poisoned run has its verdict: the hung sync threads return."""
 
 
 class ChaosJobError(RuntimeError):
@@ -93,6 +98,31 @@ def build_app(url: str, namespace: str | None, **settings: Any) -> Soniq:
     @app.job(name="chaos.unserialisable", max_retries=0)
     async def chaos_unserialisable() -> object:
         return {"a set": {1, 2}}
+
+    # The poisoned run's jobs: each must end in the dead-letter table without holding anything else up.
+    @app.job(name="poison.hang_async", max_retries=POISON_RETRIES, timeout=POISON_TIMEOUT)
+    async def poison_hang_async(key: str) -> None:
+        await asyncio.Event().wait()
+
+    @app.job(name="poison.swallow_cancel", max_retries=POISON_RETRIES, timeout=POISON_TIMEOUT)
+    async def poison_swallow_cancel(key: str) -> None:
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                continue  # the bug under test: a handler that never lets itself be cancelled
+
+    @app.job(name="poison.hang_sync", max_retries=POISON_RETRIES, timeout=POISON_TIMEOUT)
+    def poison_hang_sync(key: str) -> None:
+        # Never returns while the run is judged; released afterwards so the worker can exit (a thread
+        # cannot be stopped from outside, and the shutdown contract waits for every one).
+        release = os.path.join(os.path.dirname(os.environ["SONIQ_CHAOS_RUNLOG"]), RELEASE_FILE)
+        while not os.path.exists(release):
+            time.sleep(0.05)
+
+    @app.job(name="poison.surrogate_result", max_retries=0)
+    async def poison_surrogate_result(key: str) -> dict[str, str]:
+        return {"file": "report-\udcff.txt"}  # what os.listdir() gives for an undecodable file name
 
     return app
 

@@ -37,6 +37,7 @@ from soniq_contract_tests.suite.nack import NackContract
 from soniq_contract_tests.suite.reads import ReadsContract
 from soniq_contract_tests.suite.recovery import StaleRecoveryContract
 from soniq_contract_tests.suite.results_listing import ResultsListingContract
+from soniq_contract_tests.suite.rolling_deploy import RollingDeployContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
 from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
@@ -69,6 +70,7 @@ class BackendContractSuite(
     WaitForJobsContract,
     WorkerProcessContract,
     ReadsContract,
+    RollingDeployContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

@@ -40,7 +40,7 @@ def test_unserialisable_and_oversized_arguments_are_refused_and_the_queue_is_unt
     check_bad_arguments(space)
 
 
-def test_unknown_names_base_exceptions_and_bad_results_are_dead_lettered_and_the_worker_lives(
+def test_base_exceptions_and_bad_results_are_dead_lettered_unknown_names_stay_queued_and_the_worker_lives(
     space: Namespace,
 ) -> None:
     check_bad_handlers(space)

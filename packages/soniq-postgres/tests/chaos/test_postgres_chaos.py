@@ -13,7 +13,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from soniq_contract_tests.chaos import ChaosConfig, run_chaos
+from soniq_contract_tests.chaos import ChaosConfig, PoisonConfig, run_chaos, run_poisoned
 from soniq_postgres import PostgresBackend
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.chaos]
@@ -47,3 +47,18 @@ async def test_every_job_ends_once_done_or_dead_lettered_under_faults(pg_url: st
     assert report.faults["sigkill"] > 0
     assert report.faults["sigterm"] + report.faults["sigterm_twice"] > 0
     assert report.violations == []
+
+
+async def test_poisoned_jobs_end_in_the_dead_letter_table_and_hold_nothing_else_up(pg_url: str, tmp_path: Path) -> None:
+    namespace = f"poison_{uuid.uuid4().hex[:10]}"
+    config = PoisonConfig(url=pg_url, namespace=namespace, directory=tmp_path, label="postgres")
+    try:
+        report = await run_poisoned(config)
+    finally:
+        backend = PostgresBackend.from_url(pg_url, namespace=namespace)
+        await backend.connect()
+        await backend.drop_schema()
+        await backend.close()
+    print(report.text())
+    assert report.violations == []
+    assert report.verdict.ends == {"done": config.jobs}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from soniq_contract_tests.chaos import ChaosConfig, run_chaos
+from soniq_contract_tests.chaos import ChaosConfig, PoisonConfig, run_chaos, run_poisoned
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.chaos]
 
@@ -24,3 +24,13 @@ async def test_every_job_ends_once_done_or_dead_lettered_under_faults(tmp_path: 
     assert report.faults["sigkill"] > 0
     assert report.faults["sigterm"] + report.faults["sigterm_twice"] > 0
     assert report.violations == []
+
+
+async def test_poisoned_jobs_end_in_the_dead_letter_table_and_hold_nothing_else_up(tmp_path: Path) -> None:
+    config = PoisonConfig(
+        url=f"sqlite:///{tmp_path / 'poison.db'}", namespace="poison", directory=tmp_path, label="sqlite"
+    )
+    report = await run_poisoned(config)
+    print(report.text())
+    assert report.violations == []
+    assert report.verdict.ends == {"done": config.jobs}

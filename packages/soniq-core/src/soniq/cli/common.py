@@ -161,5 +161,53 @@ async def _with_app(app: Soniq, body: Callable[[Soniq], Awaitable[T]]) -> T:
 
 
 def run_with_app(app: Soniq, body: Callable[[Soniq], Awaitable[T]]) -> T:
-    """Run `body` against the app on a fresh loop, closing the app however it ends."""
-    return asyncio.run(_with_app(app, body))
+    """Run `body` against the app on a fresh loop, closing the app however it ends.
+
+    Like `asyncio.run`, except that the loop's teardown is bounded: `asyncio.run`
+    waits without end for every leftover task to finish after cancelling it, so
+    one handler that swallows `CancelledError` (already given up on by the
+    worker) would keep a STOPPED worker's process alive for good.
+    """
+    runner = asyncio.Runner()
+    try:
+        return runner.run(_with_app(app, body))
+    finally:
+        close_loop(runner.get_loop(), grace=app.settings.cancel_grace_seconds)
+
+
+def close_loop(loop: asyncio.AbstractEventLoop, *, grace: float) -> None:
+    """Cancel what is still running, give it `grace` seconds, name what would not stop, close the loop."""
+    if loop.is_closed():
+        return
+    try:
+        leftovers = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        for task in leftovers:
+            task.cancel()
+        if leftovers:
+            done, pending = loop.run_until_complete(asyncio.wait(leftovers, timeout=grace))
+            for task in done:
+                if not task.cancelled():
+                    task.exception()  # seen here: it no longer matters, and must not be logged at exit
+            for task in pending:
+                logger.warning(
+                    "task %s (%s) did not stop within %gs of being cancelled at exit; closing the event loop "
+                    "without it (does it catch CancelledError?)",
+                    task.get_name(),
+                    getattr(task.get_coro(), "__qualname__", "?"),
+                    grace,
+                )
+                # Reported once, here, in words; asyncio would add "Task was destroyed but it is pending!"
+                # at interpreter exit (the same switch `gather` uses for its children).
+                setattr(task, "_log_destroy_pending", False)  # noqa: B010
+        loop.run_until_complete(_bounded(loop.shutdown_asyncgens(), grace))
+        loop.run_until_complete(_bounded(loop.shutdown_default_executor(), grace))
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+async def _bounded(step: Awaitable[None], grace: float) -> None:
+    try:
+        await asyncio.wait_for(step, grace)
+    except TimeoutError:
+        logger.warning("closing the event loop: a teardown step took over %gs; skipped", grace)
