@@ -51,8 +51,8 @@ def new_worker_id() -> str:
 
 
 class Worker:
-    """One worker process: starts its claim, heartbeat and sweep loops and stops them by the shutdown
-    contract; build it with `Soniq.worker`."""
+    """One worker process: starts its claim, heartbeat, sweep and watchdog loops and stops them by the
+    shutdown contract; build it with `Soniq.worker`."""
 
     def __init__(
         self,
@@ -213,6 +213,8 @@ class Worker:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            # Before the STOPPED write: `last_shutdown` lists these threads.
+            self.summary.lost_thread_job_ids = list(executor.lost_thread_history)
             await self.state_record.mark_stopped(
                 self.summary, reached=self.state, heartbeat_timeout=settings.heartbeat_timeout
             )
@@ -222,7 +224,6 @@ class Worker:
                 remove()
         self.summary.final_state = self.state
         self.summary.trigger = self._trigger
-        self.summary.lost_thread_job_ids = list(executor.lost_thread_history)
         if cancelled:
             raise asyncio.CancelledError
         return self.summary
