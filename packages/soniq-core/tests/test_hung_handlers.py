@@ -203,9 +203,9 @@ async def test_at_shutdown_a_row_past_its_deadline_is_failed_not_handed_back(
 async def test_a_slot_held_long_without_a_deadline_is_logged(
     fast_settings: dict[str, Any], wait_until: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from soniq.worker import _dispatch
+    from soniq.worker import watchdog
 
-    monkeypatch.setattr(_dispatch, "LONG_HELD_SECONDS", 0.3)
+    monkeypatch.setattr(watchdog, "LONG_HELD_SECONDS", 0.3)
     app = make(fast_settings, concurrency=1)
     release = asyncio.Event()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -70,4 +71,25 @@ async def test_an_idle_shutdown_is_written_as_drained(fast_settings: dict[str, A
     assert row.last_shutdown["drained"] is True
     assert row.last_shutdown["nacked"] == []
     assert (row.last_shutdown["stuck"], row.last_shutdown["lost_threads"]) == ([], [])
+    await app.close()
+
+
+async def test_a_thread_past_its_deadline_is_in_the_written_shutdown(fast_settings: dict[str, Any]) -> None:
+    app = Soniq("memory://", **fast_settings)
+    gate = threading.Event()
+
+    @app.job(max_retries=0, timeout=0.2)
+    def hangs() -> None:
+        gate.wait(30)
+
+    job_id = await app.enqueue(hangs)
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
+    await _wait_until(lambda: app.dead_letter.get(job_id), timeout=10)
+    worker.stop("SIGTERM")
+    gate.set()
+    await asyncio.wait_for(task, 10)
+    row = await _worker_row(app, worker.worker_id)
+    assert row.state == "STOPPED"
+    assert row.last_shutdown["lost_threads"] == [job_id]
     await app.close()

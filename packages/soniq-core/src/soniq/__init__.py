@@ -27,7 +27,7 @@ from soniq.records import JobStatus, StaleJobPolicy, WorkerStatus
 from soniq.settings import Settings
 from soniq.validation import JobOptionsError
 from soniq.worker.state import WorkerState
-from soniq.worker.worker import WorkerSummary
+from soniq.worker.summary import WorkerSummary
 
 __version__ = "0.2.0"
 

@@ -30,7 +30,8 @@ from soniq.validation import JobOptionsError, check_page, check_priority, check_
 from soniq.validation import resolve_scheduled_at as resolve_scheduled_at
 
 if TYPE_CHECKING:
-    from soniq.worker.worker import Worker, WorkerSummary
+    from soniq.worker.summary import WorkerSummary
+    from soniq.worker.worker import Worker
 
 logger = logging.getLogger("soniq")
 

@@ -38,8 +38,6 @@ job_logger = logging.getLogger("soniq.jobs")
 REASON_UNKNOWN_JOB = "unknown_job"
 """Nack reason for a row of a name this worker has not registered (claimed by a backend that ignores
 `job_names`): handed back untouched for a worker that has the code."""
-LONG_HELD_SECONDS = 60.0
-"""A run without a deadline holding its slot longer than this is logged (again every this many seconds)."""
 
 
 class Dispatcher:
@@ -78,7 +76,6 @@ class Dispatcher:
             snooze_max_seconds=getattr(settings, "snooze_max_seconds", SNOOZE_MAX_SECONDS),
         )
         self._job_names = tuple(self._registry.names())
-        self._long_held_logged: dict[str, float] = {}
 
     # -- the claim loop --------------------------------------------------------
 
@@ -195,7 +192,6 @@ class Dispatcher:
         finally:
             self._release_slot(run)
             self._runs.finish(run)
-            self._long_held_logged.pop(job.id, None)
             self._summary.processed += 1
 
     async def _dead_letter_corrupt(self, run: JobRun, decode_error: str) -> None:
@@ -240,30 +236,6 @@ class Dispatcher:
                 attempts=job.attempts,
             )
         )
-
-    def check_long_held(self) -> None:
-        """Log every run that has held its slot far too long (past its deadline, or long without one)."""
-        now = time.monotonic()
-        for run in self._runs.runs():
-            if not run.holds_slot or not run.started_at:
-                continue
-            age = now - run.started_at
-            limit = run.timeout if run.timeout is not None else LONG_HELD_SECONDS
-            last = self._long_held_logged.get(run.job.id)
-            if age < limit or (last is not None and now - last < LONG_HELD_SECONDS):
-                continue
-            self._long_held_logged[run.job.id] = now
-            if run.job.id not in self._summary.long_held_job_ids:
-                self._summary.long_held_job_ids.append(run.job.id)
-            logger.warning(
-                "job %s (%s) has held its slot for %.0fs (%s); %d of %d slots are busy",
-                run.job.id,
-                run.job.job_name,
-                age,
-                f"deadline {run.timeout:g}s" if run.timeout is not None else "no job_timeout set",
-                sum(1 for r in self._runs.runs() if r.holds_slot),
-                self._runs.concurrency,
-            )
 
     def _announce(self, run: JobRun, handler_kind: HandlerKind) -> None:
         run.started_at = time.monotonic()

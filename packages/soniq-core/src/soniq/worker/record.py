@@ -1,10 +1,11 @@
 """What the worker writes to its `soniq_workers` row about its shutdown.
 
-Each transition is written (``state``, ``state_changed_at``) in the order it
-happened, off the transition's own call path: the writes are chained on one
-task so a slow store delays only them, and each is bounded by
-`STATE_WRITE_SECONDS` so a store that does not answer costs the shutdown
-nothing. At STOPPED the worker writes `last_shutdown`, built by `summary()`.
+`mark_stopping` sets the row's status as DRAINING begins. Each transition is
+written (``state``, ``state_changed_at``) in the order it happened, off the
+transition's own call path: the writes are chained on one task so a slow store
+delays only them, and each is bounded by `STATE_WRITE_SECONDS` so a store that
+does not answer costs the shutdown nothing. `mark_stopped` ends the record:
+at STOPPED it writes `last_shutdown`, built by `summary()`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from soniq.worker.state import WorkerState
 
 if TYPE_CHECKING:
     from soniq.backend import Backend
-    from soniq.worker.worker import WorkerSummary
+    from soniq.worker.summary import WorkerSummary
 
 logger = logging.getLogger("soniq.worker")
 
@@ -86,6 +87,37 @@ class StateRecord:
             "drained": WorkerState.FORCE_TIMEOUT_PATH.value not in {p["state"] for p in self.path} and not waited,
         }
 
-    async def write_stopped(self, summary: WorkerSummary, status: WorkerStatus) -> None:
-        """STOPPED with `last_shutdown`, after every earlier state write (each still bounded)."""
-        await self._write(self._chain, status, WorkerState.STOPPED.value, self.summary(summary))
+    async def mark_stopping(self) -> None:
+        params = SetWorkerStatusParams(worker_id=self.worker_id, status=WorkerStatus.STOPPING)
+        try:
+            await asyncio.wait_for(self.backend.set_worker_status(params), STATE_WRITE_SECONDS)
+        except Exception as exc:
+            logger.warning("could not mark worker %s stopping: %s", self.worker_id, exc)
+
+    async def mark_stopped(self, summary: WorkerSummary, *, reached: WorkerState, heartbeat_timeout: float) -> None:
+        """The worker's last write: `stopped`, unless rows it could not write must go to stale recovery.
+
+        `reached` is the state the run ended in; short of STOPPED (the run failed) no `last_shutdown` is written.
+        """
+        left = [*summary.unsettled_job_ids, *summary.unreleased_job_ids]
+        if left:
+            # A `stopped` worker's rows are never swept; staying `stopping` lets its heartbeat go
+            # stale so that stale recovery settles the rows this process could not write.
+            logger.warning(
+                "worker %s stays 'stopping': stale recovery settles the %d rows it could not write (%s) "
+                "once its heartbeat is %gs old",
+                self.worker_id,
+                len(left),
+                ", ".join(left),
+                heartbeat_timeout,
+            )
+        status = WorkerStatus.STOPPING if left else WorkerStatus.STOPPED
+        if reached is WorkerState.STOPPED:
+            # After every earlier state write (each still bounded).
+            await self._write(self._chain, status, WorkerState.STOPPED.value, self.summary(summary))
+        elif not left:
+            try:
+                params = SetWorkerStatusParams(worker_id=self.worker_id, status=WorkerStatus.STOPPED)
+                await asyncio.wait_for(self.backend.set_worker_status(params), STATE_WRITE_SECONDS)
+            except Exception as exc:
+                logger.warning("could not mark worker %s stopped: %s", self.worker_id, exc)

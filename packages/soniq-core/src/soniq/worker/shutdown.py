@@ -21,8 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from soniq.observers import NackEvent, ShutdownInfo, ShutdownNotice
 from soniq.outcomes import HandlerKind
-from soniq.params import NackJobParams, SetWorkerStatusParams
-from soniq.records import WorkerStatus
+from soniq.params import NackJobParams
 from soniq.worker._runs import CANCELLABLE_PHASES, JobRun
 from soniq.worker.executor import CANCEL_UNWIND_SECONDS
 from soniq.worker.state import RunPhase, WorkerState
@@ -34,7 +33,8 @@ if TYPE_CHECKING:
     from soniq.worker._table import RunTable
     from soniq.worker.batching import CompletionBatcher
     from soniq.worker.executor import Executor
-    from soniq.worker.worker import WorkerSummary
+    from soniq.worker.record import StateRecord
+    from soniq.worker.summary import WorkerSummary
 
 logger = logging.getLogger("soniq.worker")
 
@@ -61,6 +61,7 @@ class ShutdownHost(Protocol):
     bus: ObservationBus
     summary: WorkerSummary
     completions: CompletionBatcher
+    state_record: StateRecord
 
     @property
     def force_requested(self) -> asyncio.Event: ...
@@ -103,7 +104,7 @@ class ShutdownSequence:
     async def run(self, *, trigger: str, claim_task: asyncio.Task[None] | None) -> None:
         deadline = self.loop.time() + self.settings.shutdown_timeout
         self.host.transition(WorkerState.DRAINING, reason=trigger)
-        marking = asyncio.ensure_future(self._mark_stopping())
+        marking = asyncio.ensure_future(self.host.state_record.mark_stopping())
         await self._stop_claiming(claim_task, deadline)
         release = asyncio.ensure_future(self._release_buffer())
         progress = asyncio.ensure_future(self._log_progress(deadline))
@@ -145,18 +146,6 @@ class ShutdownSequence:
             await asyncio.sleep(DRAIN_LOG_SECONDS)
 
     # -- DRAINING ------------------------------------------------------------
-
-    async def _mark_stopping(self) -> None:
-        host = self.host
-        try:
-            await asyncio.wait_for(
-                host.backend.set_worker_status(
-                    SetWorkerStatusParams(worker_id=host.worker_id, status=WorkerStatus.STOPPING)
-                ),
-                NACK_WRITE_SECONDS,
-            )
-        except Exception as exc:
-            logger.warning("could not mark worker %s stopping: %s", host.worker_id, exc)
 
     async def _stop_claiming(self, task: asyncio.Task[None] | None, deadline: float) -> None:
         """Let a claim already on the wire come back, so no claimed row goes unseen."""

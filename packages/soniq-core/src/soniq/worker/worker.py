@@ -1,72 +1,49 @@
 """The worker's lifecycle: start, stop, and the shutdown states it reports.
 
 RUNNING -> DRAINING -> STOPPED | FORCE_TIMEOUT_PATH [-> WAIT_FOR_THREAD] -> STOPPED.
-This module starts the pieces and stops them in order: the claim loop and each
-row's life are in `soniq.worker._dispatch`, slots and the prefetch buffer in
-the run table (`soniq.worker._table`), the shutdown sequence in
-`soniq.worker.shutdown`, the heartbeat and sweep loops in `soniq.worker.loops`.
-Build one with `app.worker(...)`, drive it with `await worker.run()` and
-`worker.stop()`.
+This module starts the pieces and stops them in order: the start-up checks and
+the budget line are in `soniq.worker.startup`, the claim loop and each row's
+life in `soniq.worker._dispatch`, slots and the prefetch buffer in the run
+table (`soniq.worker._table`), the shutdown sequence in `soniq.worker.shutdown`,
+the heartbeat and sweep loops in `soniq.worker.loops`, the long-held-slot
+warnings in `soniq.worker.watchdog`, and the worker row's shutdown record
+(STOPPED included) in `soniq.worker.record`. Build one with `app.worker(...)`,
+drive it with `await worker.run()` and `worker.stop()`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
-import signal
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from soniq.backend import Backend
-from soniq.errors import NoJobsRegisteredError
 from soniq.observers import ShutdownInfo, TransitionEvent, WorkerStartedEvent
-from soniq.params import PrepareWorkerParams, RegisterWorkerParams, SetWorkerStatusParams
-from soniq.records import WorkerInfo, WorkerStatus
+from soniq.params import PrepareWorkerParams, RegisterWorkerParams
+from soniq.records import WorkerInfo
 from soniq.worker._dispatch import Dispatcher
 from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
-from soniq.worker.executor import CANCEL_UNWIND_SECONDS, Executor
+from soniq.worker.executor import Executor
 from soniq.worker.loops import heartbeat_loop, sweep_loop
 from soniq.worker.record import StateRecord
-from soniq.worker.shutdown import NACK_WRITE_SECONDS, ShutdownSequence
+from soniq.worker.shutdown import ShutdownSequence
+from soniq.worker.startup import install_signal_handlers, log_budget, refuse_without_jobs
 from soniq.worker.state import RunPhase, WorkerState, check_transition
+from soniq.worker.summary import WorkerSummary
+from soniq.worker.watchdog import Watchdog
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
 
+__all__ = ["Worker", "WorkerSummary", "new_worker_id"]
+
 logger = logging.getLogger("soniq.worker")
-
-
-@dataclass
-class WorkerSummary:
-    """What a finished worker run did."""
-
-    worker_id: str
-    final_state: WorkerState
-    states: list[WorkerState] = field(default_factory=list)
-    processed: int = 0
-    nacked_job_ids: list[str] = field(default_factory=list)
-    released_job_ids: list[str] = field(default_factory=list)
-    unreleased_job_ids: list[str] = field(default_factory=list)
-    unsettled_job_ids: list[str] = field(default_factory=list)
-    """Rows whose outcome or nack could not be written: they stay `processing` for stale recovery."""
-    stuck_job_ids: list[str] = field(default_factory=list)
-    """Async handlers that would not stop after cancellation, left running in the background."""
-    lost_thread_job_ids: list[str] = field(default_factory=list)
-    """Sync handlers whose thread overran the job's deadline (the thread kept its pool permit)."""
-    long_held_job_ids: list[str] = field(default_factory=list)
-    """Runs logged for holding a slot past their deadline, or long without one."""
-    trigger: str | None = None
-
-    @property
-    def forced(self) -> bool:
-        return WorkerState.FORCE_TIMEOUT_PATH in self.states
 
 
 def new_worker_id() -> str:
@@ -74,8 +51,8 @@ def new_worker_id() -> str:
 
 
 class Worker:
-    """One worker process: starts its claim, heartbeat and sweep loops and stops them by the shutdown
-    contract; build it with `Soniq.worker`."""
+    """One worker process: starts its claim, heartbeat, sweep and watchdog loops and stops them by the
+    shutdown contract; build it with `Soniq.worker`."""
 
     def __init__(
         self,
@@ -166,13 +143,7 @@ class Worker:
         the force path: nacks, worker row `stopped`, STOPPED); then the cancellation propagates.
         """
         settings = self.settings
-        names = self.app.registry.names()
-        if not names and not settings.allow_no_jobs:
-            raise NoJobsRegisteredError(
-                "this worker has no job registered, so it could run nothing; import your jobs modules "
-                "(--jobs-modules / SONIQ_JOBS_MODULES), or pass allow_no_jobs=True (--allow-no-jobs) "
-                "to start one anyway"
-            )
+        refuse_without_jobs(self.app.registry, settings)
         await self.app.connect()
         await self.backend.prepare_worker(
             PrepareWorkerParams(concurrency=self.concurrency, prefetch=self.runs.prefetch)
@@ -188,7 +159,7 @@ class Worker:
         await self.backend.register_worker(RegisterWorkerParams(worker=self.info()))
         # Handlers go in before the 'started' line: a supervisor (or test) that signals on seeing it must
         # never hit the default SIGTERM action.
-        removers = self._install_signals() if self.install_signal_handlers else []
+        removers = install_signal_handlers(self.stop) if self.install_signal_handlers else []
         logger.info(
             "worker %s started: concurrency=%d queues=%s prefetch=%d backend=%s",
             self.worker_id,
@@ -207,7 +178,7 @@ class Worker:
                     at=time.time(),
                 )
             )
-        self._log_budget()
+        log_budget(self.worker_id, settings, self.app.registry)
         cancelled = False
         background = [
             asyncio.create_task(
@@ -226,7 +197,9 @@ class Worker:
                 ),
                 name="soniq-stale-sweep",
             ),
-            asyncio.create_task(self._watch(dispatch), name="soniq-watchdog"),
+            asyncio.create_task(
+                Watchdog(self.runs, self.summary).watch(settings.heartbeat_interval), name="soniq-watchdog"
+            ),
         ]
         try:
             claim_task = asyncio.create_task(dispatch.claim_loop(), name="soniq-claim")
@@ -240,14 +213,17 @@ class Worker:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
-            await self._mark_stopped()
+            # Before the STOPPED write: `last_shutdown` lists these threads.
+            self.summary.lost_thread_job_ids = list(executor.lost_thread_history)
+            await self.state_record.mark_stopped(
+                self.summary, reached=self.state, heartbeat_timeout=settings.heartbeat_timeout
+            )
             self.bus.worker_stopped(self.worker_id)
             # Only now: a signal that arrives while the last writes run must not kill the process.
             for remove in removers:
                 remove()
         self.summary.final_state = self.state
         self.summary.trigger = self._trigger
-        self.summary.lost_thread_job_ids = list(executor.lost_thread_history)
         if cancelled:
             raise asyncio.CancelledError
         return self.summary
@@ -279,72 +255,6 @@ class Worker:
         if not self._force_event.is_set() and self.state is not WorkerState.WAIT_FOR_THREAD:
             logger.info("worker %s: run_worker() task cancelled, skipping the rest of DRAINING", self.worker_id)
             self._force_event.set()
-
-    async def _watch(self, dispatch: Dispatcher) -> None:
-        while True:
-            await asyncio.sleep(min(5.0, self.settings.heartbeat_interval))
-            dispatch.check_long_held()
-
-    def _log_budget(self) -> None:
-        """Say at start how long a shutdown may take, so the platform's stop timeout can be set to fit."""
-        settings = self.settings
-        async_bound = (
-            max(settings.shutdown_timeout, settings.prefetch_release_timeout)
-            + CANCEL_UNWIND_SECONDS
-            + NACK_WRITE_SECONDS
-        )
-        grace = settings.effective_sync_grace
-        registry = self.app.registry
-        definitions = [d for d in (registry.get(n) for n in registry.names()) if d is not None]
-        logger.info(
-            "worker %s: with async jobs in flight a shutdown takes shutdown_timeout (%gs) plus the nack writes, "
-            "%gs at worst (prefetch_release_timeout %gs, %gs to unwind, %gs per nack); running sync jobs add up "
-            "to %gs (sync_handler_grace_seconds), then it waits for them without bound. Give the platform a "
-            "stop timeout above %gs: docker stop --time / --stop-timeout, Kubernetes "
-            "terminationGracePeriodSeconds, systemd TimeoutStopSec (see docs/deployment.md)",
-            self.worker_id,
-            settings.shutdown_timeout,
-            async_bound,
-            settings.prefetch_release_timeout,
-            CANCEL_UNWIND_SECONDS,
-            NACK_WRITE_SECONDS,
-            grace,
-            async_bound + (grace if any(not d.is_async for d in definitions) else 0.0),
-        )
-        if settings.job_timeout is None:
-            untimed = [d.name for d in definitions if d.timeout is None]
-            if untimed:
-                logger.warning(
-                    "worker %s: job_timeout is not set, so %d job(s) (%s) have no deadline: a handler that "
-                    "never returns holds its slot for good and is handed back intact at every shutdown. "
-                    "Set job_timeout (SONIQ_JOB_TIMEOUT) or timeout= on the job",
-                    self.worker_id,
-                    len(untimed),
-                    ", ".join(untimed[:10]) + (", ..." if len(untimed) > 10 else ""),
-                )
-
-    async def _mark_stopped(self) -> None:
-        left = [*self.summary.unsettled_job_ids, *self.summary.unreleased_job_ids]
-        if left:
-            # A `stopped` worker's rows are never swept; staying `stopping` lets its heartbeat go
-            # stale so that stale recovery settles the rows this process could not write.
-            logger.warning(
-                "worker %s stays 'stopping': stale recovery settles the %d rows it could not write (%s) "
-                "once its heartbeat is %gs old",
-                self.worker_id,
-                len(left),
-                ", ".join(left),
-                self.settings.heartbeat_timeout,
-            )
-        status = WorkerStatus.STOPPING if left else WorkerStatus.STOPPED
-        if self.state is WorkerState.STOPPED:
-            await self.state_record.write_stopped(self.summary, status)
-        elif not left:
-            try:
-                params = SetWorkerStatusParams(worker_id=self.worker_id, status=WorkerStatus.STOPPED)
-                await asyncio.wait_for(self.backend.set_worker_status(params), 2.0)
-            except Exception as exc:
-                logger.warning("could not mark worker %s stopped: %s", self.worker_id, exc)
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(
@@ -397,14 +307,3 @@ class Worker:
         if self.state is WorkerState.RUNNING:
             return None
         return asyncio.get_running_loop().time() + max(1.0, self.settings.prefetch_release_timeout)
-
-    def _install_signals(self) -> list[Callable[[], bool]]:
-        loop = asyncio.get_running_loop()
-        removers: list[Callable[[], bool]] = []
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                loop.add_signal_handler(sig, self.stop, sig.name)
-            except (NotImplementedError, RuntimeError, ValueError):
-                continue
-            removers.append(functools.partial(loop.remove_signal_handler, sig))
-        return removers
