@@ -66,7 +66,7 @@ async def test_started_carries_the_app_and_the_worker_s_own_sweep_is_reported(
     try:
         await wait_until(lambda: hooks.recoveries, timeout=10)
     finally:
-        app.current_worker.request_stop()
+        app.current_worker.stop()
         await asyncio.wait_for(task, 10)
     (started,) = hooks.started
     assert started.app is app

@@ -80,7 +80,7 @@ async def test_forced_and_waited_for_threads_outcomes() -> None:
 
     stuck_id = await app.enqueue(stuck)
     task = await start(app, stuck_id, RunPhase.RUNNING_ASYNC)
-    app.current_worker.request_stop()
+    app.current_worker.stop()
     await asyncio.wait_for(task, 20)
     s = read_registry(sink.registry)
     assert value(s, "soniq_shutdowns_total", outcome="forced") == 1
@@ -94,7 +94,7 @@ async def test_forced_and_waited_for_threads_outcomes() -> None:
     assert await app.cancel_job(stuck_id)
     blocking_id = await app.enqueue(blocking)
     task = await start(app, blocking_id, RunPhase.RUNNING_SYNC)
-    app.current_worker.request_stop()
+    app.current_worker.stop()
     await wait_until(lambda: value(read_registry(sink.registry), "soniq_worker_state", state="WAIT_FOR_THREAD") == 1)
     release.set()
     await asyncio.wait_for(task, 20)

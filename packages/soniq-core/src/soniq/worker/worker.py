@@ -115,8 +115,6 @@ class Worker:
                 ", ".join(r.job.id for r in self.runs.pinned()),
             )
 
-    request_stop = stop
-
     @property
     def force_requested(self) -> asyncio.Event:
         return self._force_event
