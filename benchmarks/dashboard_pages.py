@@ -4,9 +4,14 @@
 
 The rows are made in the server with one `generate_series` insert (70% done,
 20% queued, 9% cancelled, 1% processing, 20 job names, 4 queues, created over
-the last ~28 hours), plus 1,000 dead letters. The dashboard is served by
+the last ~28 hours), plus 1,000 dead letters, then `VACUUM ANALYZE` of both
+tables, as autovacuum would have done on a real table (without it no scan is
+index-only and the planner has no statistics). The dashboard is served by
 uvicorn on a real socket in this process and each page is fetched over HTTP;
-the figure is the median of `--runs` fetches after two warm-ups. The schema is
+the figure is the median of `--runs` fetches after two warm-ups. The overview
+answers from a background snapshot, so two more rows time what that costs:
+the first request after start (it waits for the first snapshot) and one
+snapshot refresh (the overview's reads, called directly). The schema is
 dropped at the end.
 """
 
@@ -27,7 +32,7 @@ import uvicorn
 from soniq import Soniq
 from soniq.params import JobCursor
 from soniq_dashboard import create_dashboard_app
-from soniq_dashboard.reads import encode_cursor
+from soniq_dashboard.reads import DashboardReads, encode_cursor
 
 BUDGET_MS = 200.0
 
@@ -106,6 +111,22 @@ async def fill(url: str, schema: str, rows: int) -> float:
         await conn.close()
 
 
+async def refresh_ms(url: str, runs: int) -> float:
+    app = Soniq(url)
+    await app.connect()
+    try:
+        reads = DashboardReads(app)
+        await reads.overview()
+        times = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            await reads.overview()
+            times.append((time.perf_counter() - start) * 1000)
+        return statistics.median(times)
+    finally:
+        await app.close()
+
+
 async def drop(url: str, schema: str) -> None:
     conn = await asyncpg.connect(url)
     try:
@@ -145,6 +166,9 @@ def main() -> None:
     ]
     results = []
     try:
+        first = fetch_ms(base + "/")
+        results.append(("overview, first request after start", "/", first))
+        print(f"{'overview, first request':<28} {first:9.1f} ms", flush=True)
         for label, path in pages:
             for _ in range(2):
                 fetch_ms(base + path)
@@ -153,6 +177,9 @@ def main() -> None:
             results.append((label, path, median))
             verdict = "ok" if median < BUDGET_MS else f"OVER by {median - BUDGET_MS:.0f} ms"
             print(f"{label:<28} {median:9.1f} ms  {verdict}", flush=True)
+        refresh = asyncio.run(refresh_ms(f"{args.url}?namespace={schema}", min(args.runs, 5)))
+        results.append(("overview snapshot refresh (background, not a page)", "", refresh))
+        print(f"{'overview snapshot refresh':<28} {refresh:9.1f} ms", flush=True)
     finally:
         server.should_exit = True
         thread.join(30)
@@ -161,7 +188,8 @@ def main() -> None:
     print(f"| page ({args.rows:,} rows, median of {args.runs}) | ms | under {BUDGET_MS:.0f} ms |")
     print("|---|---|---|")
     for label, _path, median in results:
-        print(f"| {label} | {median:.1f} | {'yes' if median < BUDGET_MS else 'no'} |")
+        verdict = "n/a" if not _path else ("yes" if median < BUDGET_MS else "no")
+        print(f"| {label} | {median:.1f} | {verdict} |")
 
 
 if __name__ == "__main__":

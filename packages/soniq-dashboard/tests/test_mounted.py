@@ -70,3 +70,30 @@ async def test_writes_follow_the_host_apps_authorize(served: str, producer: Soni
     allowed: Any = await asyncio.to_thread(client.post, path, form, {"x-test-user": "admin"})
     assert allowed[0] == 200  # the redirect to the job page, followed
     assert (await producer.get_job(job_id))["status"] == "cancelled"  # type: ignore[index]
+
+
+@pytest.mark.asyncio
+async def test_the_overview_shows_its_snapshot_time_and_catches_up_with_a_new_job(served: str, producer: Soniq) -> None:
+    client = HttpClient(served + "/ops/soniq")
+    status, body = await asyncio.to_thread(client.get, "/")
+    assert status == 200
+    assert "Counts as of " in body
+    first_as_of = re.search(r'data-as-of="([^"]+)"', body)
+    assert first_as_of is not None
+    queued = re.search(r'data-count="queued">(\d+)<', body)
+    assert queued is not None
+    await producer.enqueue("dash_jobs.quick", n=1)
+    want = int(queued.group(1)) + 1
+
+    def caught_up() -> bool:
+        _, fragment = client.get("/?partial=live")
+        found = re.search(r'data-count="queued">(\d+)<', fragment)
+        stamp = re.search(r'data-as-of="([^"]+)"', fragment)
+        return (
+            found is not None
+            and int(found.group(1)) == want
+            and stamp is not None
+            and stamp.group(1) > first_as_of.group(1)
+        )
+
+    await asyncio.to_thread(wait_for, caught_up, what="the overview snapshot counting the new job")

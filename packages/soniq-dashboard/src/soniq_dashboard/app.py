@@ -29,6 +29,7 @@ from soniq_dashboard.security import (
     csrf_token_of,
     new_csrf_token,
 )
+from soniq_dashboard.snapshot import Refresher
 
 HERE = Path(__file__).parent
 MAX_FORM_BYTES = 64 * 1024
@@ -91,6 +92,7 @@ class Dashboard:
     ) -> None:
         self.app = app
         self.reads = DashboardReads(app)
+        self.overview_snapshot = Refresher(self.reads.overview, poll_interval)
         self.prefix = prefix
         self.guard = guard
         self.poll_interval = poll_interval
@@ -141,7 +143,8 @@ class Dashboard:
     # -- pages -----------------------------------------------------------------
 
     async def overview(self, request: Request) -> Response:
-        return self.render(request, "overview.html", "overview", overview=await self.reads.overview())
+        snapshot = await self.overview_snapshot.get()
+        return self.render(request, "overview.html", "overview", overview=snapshot.value, as_of=snapshot.as_of)
 
     async def jobs(self, request: Request) -> Response:
         q = request.query_params
@@ -313,22 +316,24 @@ def create_dashboard_app(
         raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
     guard = WriteGuard(writes=writes, api_key=api_key, authorize=authorize, trusted_origins=trusted_origins)
     dashboard = Dashboard(app, prefix=prefix, guard=guard, poll_interval=poll_interval, title=title)
-    lifespan: Callable[[Starlette], Any] | None = None
-    if manage_app:
-        lifespan = _lifespan(app)
-    return Starlette(routes=dashboard.routes(), lifespan=lifespan)
+    return Starlette(routes=dashboard.routes(), lifespan=_lifespan(dashboard, manage_app))
 
 
-def _lifespan(app: Soniq) -> Callable[[Starlette], Any]:
+def _lifespan(dashboard: Dashboard, manage_app: bool) -> Callable[[Starlette], Any]:
     from contextlib import asynccontextmanager
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> Any:
-        await app.connect()
+        # Mounted in another app, this never runs: the overview's refresh task then stops by itself
+        # a few poll intervals after the last request.
+        if manage_app:
+            await dashboard.app.connect()
         try:
             yield
         finally:
-            await app.close()
+            await dashboard.overview_snapshot.close()
+            if manage_app:
+                await dashboard.app.close()
 
     return lifespan
 

@@ -159,13 +159,20 @@ class DashboardReads:
         )
 
     async def _windows(self, backend: Backend) -> list[WindowCounts]:
-        """Done and dead-lettered rows per window, from one day of hourly buckets (the hour from minute buckets)."""
+        """Done and dead-lettered rows per window, from one read of the longest window in minute buckets.
+
+        One read, not one per window: the shorter windows are the trailing buckets of the longest, so the
+        rows of the last hour are counted once instead of twice.
+        """
+        now = _now()
+        longest = max(span for _, span in WINDOWS)
+        buckets = await backend.job_activity(JobActivityParams(since=now - longest, bucket_seconds=60))
         result = []
         for label, span in WINDOWS:
-            width = 60 if span <= timedelta(hours=1) else 3600
-            buckets = await backend.job_activity(JobActivityParams(since=_now() - span, bucket_seconds=width))
-            done = sum(b.done for b in buckets)
-            failed = sum(b.dead_lettered for b in buckets)
+            start = now - span
+            inside = [b for b in buckets if b.start >= start]
+            done = sum(b.done for b in inside)
+            failed = sum(b.dead_lettered for b in inside)
             result.append(WindowCounts(label=label, done=done, failed=failed, exact=True))
         return result
 

@@ -1,17 +1,20 @@
 """The dashboard reads on PostgreSQL, each one statement (one snapshot).
 
-What keeps each fast at a million rows (migration 2 adds the indexes):
-`job_counts` groups an index-only scan of ``(queue, status)`` and reads the
-queued rows' `scheduled_at` and `created_at` from the claim index; pages walk
-``(created_at DESC, id DESC)`` from the cursor with a row comparison, so page
-1,000 costs what page 1 costs; `job_activity` reads the partial index of done
-rows by `updated_at`; `queue_names` is a loose index scan (a recursive CTE
-that probes the index once per distinct queue).
+What keeps each fast at a million rows (migrations 1 and 3 add the
+indexes): `job_counts` groups an index-only scan of ``(queue, status)`` and
+reads the queued rows' `scheduled_at` and `created_at` from the claim index
+(index-only too); pages walk ``(created_at DESC, id DESC)`` from the cursor
+with a row comparison, so page 1,000 costs what page 1 costs; `job_activity`
+buckets an index-only scan of the partial index of done rows by `updated_at`
+with `date_bin`; `queue_names` is a loose index scan (a recursive CTE that
+probes the index once per distinct queue). Counting is still linear in the
+rows counted, which is why the dashboard serves its overview from a snapshot.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 import asyncpg
@@ -98,25 +101,34 @@ SELECT queue, 'dead_letter', count(*), NULL, NULL FROM {schema}.soniq_dead_lette
 
 
 async def job_activity(conn: asyncpg.Connection, schema: str, params: JobActivityParams) -> list[ActivityBucket]:
-    width = float(max(1, int(params.bucket_seconds)))
+    width = max(1, int(params.bucket_seconds))
     since = utc(params.since)
     queue = " AND queue = $3" if params.queue is not None else ""
     extra = (params.queue,) if params.queue is not None else ()
+    # date_bin is timestamp arithmetic; the epoch-and-floor form it replaces computed in `numeric`
+    # for every row and took twice as long over a day of done rows.
     rows = await conn.fetch(
         f"""
-SELECT 'done' AS kind, floor(extract(epoch FROM updated_at - $1) / $2)::bigint AS bucket, count(*) AS n
+SELECT 'done' AS kind, date_bin($2, updated_at, $1) AS bucket, count(*) AS n
   FROM {schema}.soniq_jobs WHERE status = 'done' AND updated_at >= $1{queue} GROUP BY 2
 UNION ALL
-SELECT 'dead', floor(extract(epoch FROM moved_to_dead_letter_at - $1) / $2)::bigint, count(*)
-  FROM {schema}.soniq_dead_letter_jobs WHERE moved_to_dead_letter_at >= $1{queue} GROUP BY 2""",
+SELECT 'dead', date_bin($2, moved_to_dead_letter_at, $1), count(*)
+  FROM {schema}.soniq_dead_letter_jobs WHERE moved_to_dead_letter_at >= $1{queue} GROUP BY 2
+UNION ALL
+SELECT 'now', now(), 0""",
         since,
-        width,
+        timedelta(seconds=width),
         *extra,
     )
-    done = {int(r["bucket"]): int(r["n"]) for r in rows if r["kind"] == "done"}
-    dead = {int(r["bucket"]): int(r["n"]) for r in rows if r["kind"] == "dead"}
-    now = utc(await conn.fetchval("SELECT now()"))
-    return activity_buckets(params, now, done, dead)
+    counts: dict[str, dict[int, int]] = {"done": {}, "dead": {}}
+    now = since
+    for row in rows:
+        if row["kind"] == "now":
+            now = utc(row["bucket"])
+        else:
+            index = round((utc(row["bucket"]) - since).total_seconds() / width)
+            counts[row["kind"]][index] = int(row["n"])
+    return activity_buckets(params, now, counts["done"], counts["dead"])
 
 
 async def job_page(conn: asyncpg.Connection, schema: str, params: JobPageParams) -> JobPage:
