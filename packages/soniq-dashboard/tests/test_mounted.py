@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import threading
 from collections.abc import AsyncIterator
@@ -26,20 +27,29 @@ def host_authorize(request: Request) -> bool:
     return request.headers.get("x-test-user") == "admin"
 
 
-@pytest_asyncio.fixture
-async def served(store: Store, producer: Soniq) -> AsyncIterator[str]:
-    secret_url = store.url.replace("postgres@", "postgres:s3cret-pw@") if store.namespace else store.url
-    dashboard_app = Soniq(secret_url)
-    dashboard = create_dashboard_app(dashboard_app, writes=True, authorize=host_authorize, manage_app=True)
+@contextlib.asynccontextmanager
+async def serving(dashboard: Any) -> AsyncIterator[str]:
+    """The dashboard mounted at /ops/soniq in a host app, on a real socket."""
     host = Starlette(routes=[Route("/", lambda r: PlainTextResponse("host")), Mount("/ops/soniq", app=dashboard)])
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(host, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     await asyncio.to_thread(wait_for, lambda: server.started, what="uvicorn started")
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    await asyncio.to_thread(thread.join, 10)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.to_thread(thread.join, 10)
+
+
+@pytest_asyncio.fixture
+async def served(store: Store, producer: Soniq) -> AsyncIterator[str]:
+    secret_url = store.url.replace("postgres@", "postgres:s3cret-pw@") if store.namespace else store.url
+    dashboard_app = Soniq(secret_url)
+    dashboard = create_dashboard_app(dashboard_app, writes=True, authorize=host_authorize, manage_app=True)
+    async with serving(dashboard) as url:
+        yield url
 
 
 @pytest.mark.asyncio
@@ -97,3 +107,28 @@ async def test_the_overview_shows_its_snapshot_time_and_catches_up_with_a_new_jo
         )
 
     await asyncio.to_thread(wait_for, caught_up, what="the overview snapshot counting the new job")
+
+
+@pytest.mark.asyncio
+async def test_the_dashboard_serves_the_prometheus_series_of_its_store(store: Store, producer: Soniq) -> None:
+    from prometheus_client import CollectorRegistry
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from soniq_prometheus import PrometheusMetricsSink
+
+    await producer.enqueue_many("dash_jobs.quick", [{"n": i} for i in range(3)])
+    dashboard_app = Soniq(store.url, extra_observers=[PrometheusMetricsSink(registry=CollectorRegistry())])
+    async with serving(create_dashboard_app(dashboard_app, manage_app=True)) as url:
+        status, body = await asyncio.to_thread(HttpClient(url + "/ops/soniq").get, "/metrics")
+    assert status == 200
+    families = {family.name: family for family in text_string_to_metric_families(body)}
+    queued = [s.value for s in families["soniq_queue_jobs"].samples if s.labels.get("state") == "queued"]
+    assert sum(queued) >= 3
+    assert [s.value for s in families["soniq_queue_gauges_up"].samples] == [1.0]
+
+
+@pytest.mark.asyncio
+async def test_metrics_is_404_with_a_hint_when_no_exporter_is_installed_for_the_app(served: str) -> None:
+    status, body = await asyncio.to_thread(HttpClient(served + "/ops/soniq").get, "/metrics")
+    assert status == 404
+    assert "pip install soniq-prometheus" in body

@@ -12,12 +12,13 @@ from urllib.parse import parse_qsl, urlencode
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from soniq import Soniq
 from soniq.redaction import redact_url
+from soniq_dashboard.metrics import MetricsEndpoint
 from soniq_dashboard.reads import STATUSES, DashboardReads, JobFilter
 from soniq_dashboard.security import (
     API_KEY_FIELD,
@@ -91,6 +92,7 @@ class Dashboard:
         title: str,
     ) -> None:
         self.app = app
+        self.metrics_endpoint = MetricsEndpoint(app)
         self.reads = DashboardReads(app)
         self.overview_snapshot = Refresher(self.reads.overview, poll_interval)
         self.prefix = prefix
@@ -215,6 +217,13 @@ class Dashboard:
     async def schedules(self, request: Request) -> Response:
         return self.render(request, "schedules.html", "schedules", schedules=await self.reads.schedules())
 
+    async def metrics(self, request: Request) -> Response:
+        rendered = await self.metrics_endpoint.render()
+        if rendered is None:
+            return PlainTextResponse("no Prometheus exporter for this app: pip install soniq-prometheus\n", 404)
+        body, content_type = rendered
+        return Response(body, headers={"Content-Type": content_type})
+
     async def health(self, request: Request) -> Response:
         return JSONResponse({"ok": True, "stats": await self.app.get_queue_stats()})
 
@@ -284,6 +293,7 @@ class Dashboard:
             Route("/workers", self.workers, name="workers"),
             Route("/schedules", self.schedules, name="schedules"),
             Route("/healthz", self.health),
+            Route("/metrics", self.metrics),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]
         return [Mount(self.prefix, routes=pages)] if self.prefix else pages

@@ -87,6 +87,11 @@ class QueueGaugeCollector(Collector):
             if queue not in self._queues and len(self._queues) < self.max_queues:
                 self._queues.add(queue)
 
+    def is_fresh(self) -> bool:
+        """True while the last store read still serves scrapes (within `cache_seconds`)."""
+        with self._lock:
+            return self._snapshot.fresh(self.cache_seconds)
+
     # -- reading -------------------------------------------------------------------
 
     async def refresh(self) -> None:
