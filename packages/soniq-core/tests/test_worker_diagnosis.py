@@ -114,6 +114,22 @@ async def test_one_info_line_per_finished_job_on_soniq_jobs(
     assert any(bad in line and "dead_letter (max_attempts)" in line for line in lines)
 
 
+async def test_per_job_lines_are_off_until_the_soniq_jobs_logger_is_turned_on(
+    fast_settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    app = Soniq("memory://", **fast_settings)
+
+    @app.job(name="reports.quiet")
+    async def quiet() -> None:
+        return None
+
+    caplog.set_level(logging.INFO)  # the application shows INFO, but did not ask for per-job lines
+    await app.enqueue(quiet)
+    await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
+    assert logging.getLogger("soniq.jobs").getEffectiveLevel() == logging.WARNING
+    assert messages(caplog, "soniq.jobs", logging.INFO) == []
+
+
 async def test_start_says_how_long_a_shutdown_may_take_and_warns_without_job_timeout(
     fast_settings: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:

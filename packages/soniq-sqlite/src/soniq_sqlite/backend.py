@@ -274,10 +274,13 @@ class SQLiteBackend:
             queue_clause += f" AND {name_clause}"
             queue_params = (*queue_params, *name_params)
         # One statement: it takes the write lock before reading, so the rows the
-        # subquery picks cannot be picked by any other connection meanwhile.
+        # subquery picks cannot be picked by any other connection meanwhile. The
+        # claim index is named: left to choose, SQLite served a name or queue
+        # filter from a listing index and sorted the whole backlog per claim.
+        index = "soniq_jobs_claim_any_queue" if queues is None else "soniq_jobs_claim_by_queue"
         rows = await self._db.fetchall(
             "UPDATE soniq_jobs SET status = 'processing', worker_id = ?, updated_at = ?, started_at = ? "
-            "WHERE id IN (SELECT id FROM soniq_jobs WHERE status = 'queued' AND scheduled_at <= ?"
+            f"WHERE id IN (SELECT id FROM soniq_jobs INDEXED BY {index} WHERE status = 'queued' AND scheduled_at <= ?"
             f"{queue_clause} ORDER BY priority, scheduled_at, created_at, id LIMIT ?) "
             f"RETURNING {JOB_COLUMNS}",
             (params.worker_id, now, now if params.mark_started else None, now, *queue_params, limit),

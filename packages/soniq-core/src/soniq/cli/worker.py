@@ -36,6 +36,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         overrides["allow_no_jobs"] = True
     if args.metrics_port is not None:
         overrides["metrics_port"] = args.metrics_port
+    if args.log_jobs:
+        logging.getLogger("soniq.jobs").setLevel(logging.INFO)
     if overrides:
         app.settings = app.settings.with_overrides(**overrides)
     if not len(app.registry) and not getattr(app.settings, "allow_no_jobs", False):
@@ -74,6 +76,11 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
         "--allow-no-jobs",
         action="store_true",
         help="start even when no job is registered (setting allow_no_jobs); such a worker claims nothing",
+    )
+    p.add_argument(
+        "--log-jobs",
+        action="store_true",
+        help="one INFO line per finished job on the soniq.jobs logger (off by default: it costs throughput)",
     )
     p.add_argument(
         "--metrics-port",

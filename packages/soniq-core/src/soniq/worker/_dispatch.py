@@ -33,7 +33,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("soniq.worker")
 job_logger = logging.getLogger("soniq.jobs")
-"""One INFO line per finished run (see docs/observability.md); silence it with ``setLevel(WARNING)``."""
+"""One INFO line per finished run (see docs/observability.md), off until asked for:
+``logging.getLogger("soniq.jobs").setLevel(logging.INFO)`` or ``soniq worker --log-jobs``."""
+if job_logger.level == logging.NOTSET:
+    # At thousands of jobs a second a line per job costs about a tenth of the throughput, so it is
+    # the operator's choice; an application that set a level of its own keeps it.
+    job_logger.setLevel(logging.WARNING)
 
 REASON_UNKNOWN_JOB = "unknown_job"
 """Nack reason for a row of a name this worker has not registered (claimed by a backend that ignores
