@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from soniq.decoding import decode_args
 from soniq.records import DeadLetterReason, DeadLetterRecord, JobRecord, JobStatus, WorkerRecord
-from soniq_memory.decoding import decode_args
 
 ALLOWED_STATUSES: frozenset[str] = frozenset(status.value for status in JobStatus)
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from soniq.decoding import decode_args, decode_json, join_problems
 from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord, WorkerStatus
 
 
@@ -23,60 +24,12 @@ def utc(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _loads(text: str | None) -> Any:
-    return None if text is None else json.loads(text)
-
-
-def decode_args(text: str | None) -> tuple[dict[str, Any], str | None]:
-    """A row's stored args and, when they cannot be used, why (then the args are empty).
-
-    Rows may be written by other producers or fixed by hand, so nothing in
-    them is trusted: one bad row must not fail the claim or listing it is in.
-    """
-    try:
-        value = _loads(text)
-    except RecursionError:
-        return {}, "args: JSON nested deeper than Python can decode"
-    except ValueError as exc:
-        return {}, f"args: invalid JSON ({exc})"
-    if not isinstance(value, dict):
-        return {}, f"args: a JSON {_json_kind(value)}, not an object"
-    return value, None
-
-
-def decode_value(text: str | None, what: str) -> tuple[Any, str | None]:
-    """Any stored JSON value (a result, a trace context) or None and why it failed."""
-    try:
-        return _loads(text), None
-    except RecursionError:
-        return None, f"{what}: JSON nested deeper than Python can decode"
-    except ValueError as exc:
-        return None, f"{what}: invalid JSON ({exc})"
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    if value is None:
-        return "null"
-    return "number"
-
-
-def _joined(*problems: str | None) -> str | None:
-    found = [problem for problem in problems if problem]
-    return "; ".join(found) if found else None
-
-
 def job_record(row: Mapping[str, Any]) -> JobRecord:
     started = row["started_at"]
     args, args_problem = decode_args(row["args"])
-    result, result_problem = decode_value(row["result"], "result")
+    result, result_problem = decode_json(row["result"], "result")
     # A trace context only links spans: an unreadable one is dropped, never reported.
-    trace, _ = decode_value(row["trace_context"], "trace context")
+    trace, _ = decode_json(row["trace_context"], "trace context")
     if not isinstance(trace, dict):
         trace = None
     return JobRecord(
@@ -96,7 +49,7 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
         updated_at=utc(row["updated_at"]),
         started_at=None if started is None else utc(started),
         trace_context=trace,
-        decode_error=_joined(args_problem, result_problem),
+        decode_error=join_problems(args_problem, result_problem),
     )
 
 
@@ -140,13 +93,13 @@ def worker_record(row: Mapping[str, Any]) -> WorkerRecord:
 
 def _shutdown(text: str | None) -> dict[str, Any] | None:
     # A summary this worker cannot read is shown as none rather than failing the workers listing.
-    value, _ = decode_value(text, "last_shutdown")
+    value, _ = decode_json(text, "last_shutdown")
     return value if isinstance(value, dict) else None
 
 
 def worker_job_names(text: str | None) -> tuple[str, ...] | None:
     """The stored list of names; anything unreadable counts as "not reported"."""
-    value, problem = decode_value(text, "job names")
+    value, problem = decode_json(text, "job names")
     if problem is not None or not isinstance(value, list):
         return None
     return tuple(str(name) for name in value)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from soniq.decoding import decode_args, decode_json, join_problems
 from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord, WorkerStatus
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -51,42 +52,12 @@ def text_map(fields: Mapping[Any, Any]) -> dict[str, str]:
     return {str(key): str(value) for key, value in fields.items()}
 
 
-def _decode(text: str, what: str) -> tuple[Any, str | None]:
-    """JSON text as a value and None, or None and what is wrong with it; never raises."""
-    try:
-        return json.loads(text), None
-    except RecursionError:
-        return None, f"{what} are nested too deeply to decode"
-    except ValueError as exc:
-        return None, f"{what} are not valid JSON: {exc}"
-
-
-def decode_args(text: str | None) -> tuple[dict[str, Any], str | None]:
-    """A hash's `args` field as a dict, or ``{}`` and the reason it is unusable.
-
-    Another producer or a hand fix may have written anything there; one such
-    row must never fail the claim or listing that returns it with others."""
-    if text is None:
-        return {}, "args are missing from the stored row"
-    value, error = _decode(text, "args")
-    if error is not None:
-        return {}, error
-    if not isinstance(value, dict):
-        return {}, f"args must be a JSON object, got {type(value).__name__}"
-    return value, None
-
-
-def _join(*errors: str | None) -> str | None:
-    found = [error for error in errors if error is not None]
-    return "; ".join(found) if found else None
-
-
 def job_record(fields: Mapping[str, str]) -> JobRecord:
     trace_text = fields.get("trace_context")
     result_text = fields.get("result")
     args, args_error = decode_args(fields.get("args"))
-    result, result_error = (None, None) if result_text is None else _decode(result_text, "result")
-    trace = None if trace_text is None else _decode(trace_text, "trace context")[0]
+    result, result_error = (None, None) if result_text is None else decode_json(result_text, "result")
+    trace = None if trace_text is None else decode_json(trace_text, "trace context")[0]
     if not isinstance(trace, dict):
         # A broken trace context costs only the link to the producer's trace, not the row.
         trace = None
@@ -107,7 +78,7 @@ def job_record(fields: Mapping[str, str]) -> JobRecord:
         updated_at=from_micros(fields["updated_at"]),
         started_at=_optional_time(fields, "started_at"),
         trace_context=trace,
-        decode_error=_join(args_error, result_error),
+        decode_error=join_problems(args_error, result_error),
     )
 
 
@@ -132,7 +103,7 @@ def dead_letter_record(fields: Mapping[str, str]) -> DeadLetterRecord:
 
 def _shutdown(text: str | None) -> dict[str, Any] | None:
     # A summary this worker cannot read is shown as none rather than failing the workers listing.
-    value, _ = (None, None) if text is None else _decode(text, "last_shutdown")
+    value, _ = (None, None) if text is None else decode_json(text, "last_shutdown")
     return value if isinstance(value, dict) else None
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from soniq.decoding import decode_args, decode_json, join_problems
 from soniq.errors import JobArgumentsError
 from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord, WorkerStatus
 
@@ -61,57 +62,12 @@ def load_json(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
-def decode_args(text: Any) -> tuple[dict[str, Any], str | None]:
-    """A row's stored args and, when they cannot be used, why (then the args are empty).
-
-    Rows may be written by other producers or fixed by hand, so nothing in
-    them is trusted: one bad row must not fail the claim or listing it is in.
-    """
-    value, problem = decode_value(text, "args")
-    if problem is not None:
-        return {}, problem
-    if not isinstance(value, dict):
-        return {}, f"args: a JSON {_json_kind(value)}, not an object"
-    return value, None
-
-
-def decode_value(text: Any, what: str) -> tuple[Any, str | None]:
-    """Any stored JSON value, or None and why it could not be decoded."""
-    if text is None:
-        return None, None
-    if not isinstance(text, str | bytes):
-        return None, f"{what}: stored as {type(text).__name__}, not JSON text"
-    try:
-        return json.loads(text), None
-    except RecursionError:
-        return None, f"{what}: JSON nested deeper than Python can decode"
-    except ValueError as exc:
-        return None, f"{what}: invalid JSON ({exc})"
-
-
-def _json_kind(value: Any) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    if value is None:
-        return "null"
-    return "number"
-
-
-def _joined(*problems: str | None) -> str | None:
-    found = [problem for problem in problems if problem]
-    return "; ".join(found) if found else None
-
-
 def job_from_row(row: Row) -> JobRecord:
     """A row selected with `schema.JOB_COLUMNS`, in that order."""
     args, args_problem = decode_args(row[2])
-    result, result_problem = decode_value(row[11], "result")
+    result, result_problem = decode_json(row[11], "result")
     # A trace context only links spans: an unreadable one is dropped, never reported.
-    trace, _ = decode_value(row[15], "trace context")
+    trace, _ = decode_json(row[15], "trace context")
     return JobRecord(
         id=row[0],
         job_name=row[1],
@@ -129,7 +85,7 @@ def job_from_row(row: Row) -> JobRecord:
         updated_at=from_us(row[13]),
         started_at=from_us_or_none(row[14]),
         trace_context=trace if isinstance(trace, dict) else None,
-        decode_error=_joined(args_problem, result_problem),
+        decode_error=join_problems(args_problem, result_problem),
     )
 
 
@@ -156,8 +112,8 @@ def dead_letter_from_row(row: Row) -> DeadLetterRecord:
 def worker_from_row(row: Row) -> WorkerRecord:
     """A row selected with `schema.WORKER_COLUMNS`, in that order."""
     queues = row[3]
-    names, problem = decode_value(row[8], "job names")
-    shutdown, _ = decode_value(row[11], "last_shutdown")
+    names, problem = decode_json(row[8], "job names")
+    shutdown, _ = decode_json(row[11], "last_shutdown")
     return WorkerRecord(
         id=row[0],
         hostname=row[1],
