@@ -59,6 +59,18 @@ EXIT_BOUND = 1.0 + 1.0 + LONGEST_JOB + 4.0 + 1.0 + 8.0
 STUCK_AFTER = 1.6 + 0.8 + LONGEST_JOB + 2.0 + 8.0
 
 
+def spawn_chaos_worker(env: dict[str, str], log_path: Path, *, cwd: Path) -> subprocess.Popen[bytes]:
+    """A real `soniq worker` on the chaos jobs module, its stdout and stderr in `log_path`."""
+    with open(log_path, "wb") as handle:
+        return subprocess.Popen(
+            [sys.executable, "-m", "soniq", "worker", "--jobs-modules", "soniq_contract_tests.chaos.jobs"],
+            env=env,
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+        )
+
+
 @dataclass
 class ChaosWorker:
     popen: subprocess.Popen[bytes]
@@ -141,14 +153,7 @@ class ChaosRun:
             PYTHONUNBUFFERED="1",
         )
         log_path = self.config.directory / f"worker-{len(self.workers)}.log"
-        with open(log_path, "wb") as handle:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "soniq", "worker", "--jobs-modules", "soniq_contract_tests.chaos.jobs"],
-                env=env,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                cwd=self.config.directory,
-            )
+        popen = spawn_chaos_worker(env, log_path, cwd=self.config.directory)
         worker = ChaosWorker(popen=popen, log_path=log_path, prefetch=prefetch)
         self.workers.append(worker)
         return worker

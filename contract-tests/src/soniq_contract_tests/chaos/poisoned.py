@@ -31,7 +31,6 @@ import asyncio
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -40,7 +39,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from soniq import Soniq
-from soniq_contract_tests.chaos.driver import WORKER_SETTINGS
+from soniq_contract_tests.chaos.driver import WORKER_SETTINGS, spawn_chaos_worker
 from soniq_contract_tests.chaos.jobs import POISON_RETRIES, POISON_TIMEOUT, RELEASE_FILE, build_app
 from soniq_contract_tests.chaos.report import env_int
 from soniq_contract_tests.chaos.verdict import PlannedJob, Verdict, judge, read_runs
@@ -197,14 +196,7 @@ class PoisonedRun:
             PYTHONUNBUFFERED="1",
         )
         log_path = self.config.directory / f"poisoned-worker-{len(self.popens)}.log"
-        with open(log_path, "wb") as handle:
-            popen = subprocess.Popen(
-                [sys.executable, "-m", "soniq", "worker", "--jobs-modules", "soniq_contract_tests.chaos.jobs"],
-                env=env,
-                stdout=handle,
-                stderr=subprocess.STDOUT,
-                cwd=self.config.directory,
-            )
+        popen = spawn_chaos_worker(env, log_path, cwd=self.config.directory)
         self.popens.append((popen, log_path))
 
     async def settle(self) -> float:
