@@ -126,9 +126,13 @@ async def test_replaying_a_dead_letter_from_the_page_makes_the_job_run(
         what="Replay clicked",
     )
     in_browser(browser, lambda b: "/confirm" in b.current_url, what="the confirmation page")
-    browser.find_element(By.NAME, "api_key").send_keys(API_KEY)
+    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
     browser.find_element(By.ID, "confirm-button").click()
-    assert "replayed 1 dead-letter job" in browser.find_element(By.CSS_SELECTOR, ".notice").text
+    in_browser(
+        browser,
+        lambda b: "replayed 1 dead-letter job" in b.find_element(By.CSS_SELECTOR, ".notice").text,
+        what="the replay notice",
+    )
 
     async def replayed_and_done() -> bool:
         rows = await producer.list_jobs(status="done", include_results=True)
@@ -219,7 +223,7 @@ async def test_writes_fail_without_the_key_and_change_nothing(
     browser.get(d.base + f"/dead-letters/confirm?action=purge&id={job_id}")
     browser.find_element(By.NAME, "api_key").send_keys("not the key")
     browser.find_element(By.ID, "confirm-button").click()
-    assert "API key" in browser.find_element(By.ID, "refused-reason").text
+    in_browser(browser, lambda b: "API key" in b.find_element(By.ID, "refused-reason").text, what="the refusal")
     assert await producer.dead_letter.get(job_id) is not None
 
     browser.get(read_only.base + "/dead-letters")

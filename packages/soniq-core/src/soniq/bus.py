@@ -20,6 +20,7 @@ from soniq.observers import (
     JobStartEvent,
     NackEvent,
     RecoveryEvent,
+    ScheduleFiredEvent,
     ShutdownNotice,
     TransitionEvent,
     WorkerStartedEvent,
@@ -34,6 +35,7 @@ HOOKS = (
     "on_enqueue",
     "on_enqueue_end",
     "on_recovery",
+    "on_schedule_fired",
     "on_worker_started",
     "on_worker_stopped",
 )
@@ -96,6 +98,20 @@ class MetricsAdapter(BaseObserver):
             },
         )
 
+    def on_schedule_fired(self, event: ScheduleFiredEvent) -> None:
+        self.sink.emit(
+            "schedule_fired",
+            {
+                "schedule": event.schedule_name,
+                "job_name": event.job_name,
+                "queue": event.queue,
+                "job_id": event.job_id,
+                "due_at": event.due_at.isoformat(),
+                "late_seconds": event.late_seconds,
+                "catch_up": event.catch_up,
+            },
+        )
+
 
 def _implements(listener: object, hook: str) -> bool:
     method = getattr(type(listener), hook, None)
@@ -143,6 +159,9 @@ class ObservationBus:
 
     def recovery(self, event: RecoveryEvent) -> None:
         self._fan_out("on_recovery", event)
+
+    def schedule_fired(self, event: ScheduleFiredEvent) -> None:
+        self._fan_out("on_schedule_fired", event)
 
     def worker_started(self, event: WorkerStartedEvent) -> None:
         self._fan_out("on_worker_started", event)

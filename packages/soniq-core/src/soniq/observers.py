@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from soniq.outcomes import HandlerKind, JobOutcome
@@ -128,6 +129,26 @@ class RecoveryEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class ScheduleFiredEvent:
+    """A periodic schedule's due time was enqueued (by this process; each due time is enqueued once fleet-wide)."""
+
+    schedule_name: str
+    job_name: str
+    queue: str
+    due_at: datetime
+    """The due time that fired (aware, UTC), not the moment the scheduler noticed it."""
+    job_id: str
+    at: float
+    """`time.time()` when the enqueue returned."""
+    late_seconds: float = 0.0
+    """How long after `due_at` the job was enqueued."""
+    catch_up: bool = False
+    """Enqueued by the catch-up policy for a due time missed during downtime."""
+    scheduler_id: str | None = None
+    """The worker or `soniq scheduler` process that fired it."""
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerStartedEvent:
     """The worker registered and is about to claim; `app` lets an exporter start a server and read the store."""
 
@@ -165,6 +186,8 @@ class Observer(Protocol):
 
     def on_recovery(self, event: RecoveryEvent) -> None: ...
 
+    def on_schedule_fired(self, event: ScheduleFiredEvent) -> None: ...
+
     def on_worker_started(self, event: WorkerStartedEvent) -> None: ...
 
     def on_worker_stopped(self, worker_id: str) -> None:
@@ -198,6 +221,9 @@ class BaseObserver:
     def on_recovery(self, event: RecoveryEvent) -> None:
         return None
 
+    def on_schedule_fired(self, event: ScheduleFiredEvent) -> None:
+        return None
+
     def on_worker_started(self, event: WorkerStartedEvent) -> None:
         return None
 
@@ -227,6 +253,9 @@ class RecordingObserver(BaseObserver):
         self.events.append(event)
 
     def on_recovery(self, event: RecoveryEvent) -> None:
+        self.events.append(event)
+
+    def on_schedule_fired(self, event: ScheduleFiredEvent) -> None:
         self.events.append(event)
 
     @property
