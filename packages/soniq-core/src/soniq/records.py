@@ -106,6 +106,8 @@ class JobRecord:
     decode_error: str | None = None
     """Set by the backend, instead of raising, when the stored args or result could not be
     decoded (then `args` is empty and/or `result` None); core dead-letters such a row."""
+    expires_at: datetime | None = None
+    """When a finished row may be pruned (issue 14); None: kept until deleted by hand."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -253,3 +255,56 @@ class JobPage:
 class DeadLetterPage:
     rows: list[DeadLetterRecord]
     next_cursor: JobCursor | None
+
+
+# -- schedules, leader lease, pruning (issue 14) -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """One `soniq_schedules` row: a recurring job's definition and its firing state.
+
+    The store keeps the timing fields (`cron`, `every_seconds`, `timezone`,
+    `catch_up`, `catch_up_limit`) as given and never interprets them; core
+    computes every `next_run`.
+    """
+
+    name: str
+    job_name: str
+    queue: str
+    priority: int
+    max_attempts: int
+    args: Mapping[str, Any]
+    cron: str | None
+    every_seconds: float | None
+    timezone: str
+    catch_up: str
+    """`skip`, `latest` or `all` (core's policy names)."""
+    catch_up_limit: int
+    paused: bool
+    next_run: datetime
+    last_run: datetime | None
+    run_count: int
+    last_job_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["args"] = dict(self.args)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """A held lease (one `soniq_leader` row), timestamps on the store's clock."""
+
+    name: str
+    holder: str
+    acquired_at: datetime
+    """When `holder` took the lease (renewals keep it)."""
+    renewed_at: datetime
+    expires_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
