@@ -24,6 +24,7 @@ from soniq.metrics import InMemoryMetricsSink, MetricsSink, NullMetricsSink
 from soniq.observers import BaseObserver, Observer
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.records import JobStatus, StaleJobPolicy, WorkerStatus
+from soniq.scheduling import CatchUp, ManualClock, ScheduleError, cron, daily, every, monthly, weekly  # issue 14
 from soniq.settings import Settings
 from soniq.validation import JobOptionsError
 from soniq.worker.state import WorkerState
@@ -40,6 +41,7 @@ __all__ = [
     "BackendProtocolError",
     "BackendUnavailableError",
     "BaseObserver",
+    "CatchUp",
     "DeadLetterNotFoundError",
     "HandlerKind",
     "InMemoryMetricsSink",
@@ -48,10 +50,12 @@ __all__ = [
     "JobOptionsError",
     "JobOutcome",
     "JobStatus",
+    "ManualClock",
     "MetricsSink",
     "NullMetricsSink",
     "Observer",
     "Permanent",
+    "ScheduleError",
     "Settings",
     "SettingsError",
     "Snooze",
@@ -63,4 +67,9 @@ __all__ = [
     "WorkerStatus",
     "WorkerSummary",
     "__version__",
+    "cron",
+    "daily",
+    "every",
+    "monthly",
+    "weekly",
 ]

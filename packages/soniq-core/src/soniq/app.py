@@ -30,6 +30,7 @@ from soniq.validation import JobOptionsError, check_page, check_priority, check_
 from soniq.validation import resolve_scheduled_at as resolve_scheduled_at
 
 if TYPE_CHECKING:
+    from soniq.scheduling.service import Scheduler
     from soniq.worker.summary import WorkerSummary
     from soniq.worker.worker import Worker
 
@@ -117,6 +118,7 @@ class Soniq:
         self.current_worker: Worker | None = None
         self._bus: ObservationBus | None = None
         self._bus_key: tuple[tuple[Observer, ...], MetricsSink] | None = None
+        self._scheduler: Scheduler | None = None  # issue 14: periodic jobs
         Soniq._instances.add(self)
 
     def __repr__(self) -> str:
@@ -162,6 +164,60 @@ class Soniq:
         if func is not None:
             return register(func)
         return register
+
+    # -- periodic jobs (issue 14): the rest lives in soniq.scheduling ----------
+
+    @property
+    def scheduler(self) -> Scheduler:
+        """The schedules in the store: ``await app.scheduler.add(job, every=60)``, `pause`, `list`..."""
+        if self._scheduler is None:
+            from soniq.scheduling.service import Scheduler
+
+            self._scheduler = Scheduler(self)
+        return self._scheduler
+
+    def periodic(
+        self,
+        *,
+        cron: Any = None,
+        every: Any = None,
+        timezone: str = "UTC",
+        catch_up: str = "skip",
+        catch_up_limit: int = 1,
+        schedule_args: Mapping[str, Any] | None = None,
+        schedule_name: str | None = None,
+        **job_options: Any,
+    ) -> Callable[[F], F]:
+        """Register a job (`job_options` as for `job`) and a schedule for it, stored when a worker starts.
+
+        Bad `cron`, `every`, `timezone` or `catch_up` raise `ScheduleError` here, at decoration.
+        """
+        from soniq.scheduling.catchup import check_catch_up
+        from soniq.scheduling.service import PeriodicSpec
+        from soniq.scheduling.timing import Timing
+
+        timing = Timing.parse(cron=cron, every=every, timezone=timezone)
+        policy, limit = check_catch_up(catch_up, catch_up_limit)
+
+        def register(fn: F) -> F:
+            self.job(**job_options)(fn)
+            definition = self.registry.find_by_function(fn)
+            assert definition is not None
+            self.scheduler.declare(
+                PeriodicSpec(
+                    name=schedule_name or definition.name,
+                    job_name=definition.name,
+                    timing=timing,
+                    args=dict(schedule_args or {}),
+                    catch_up=policy,
+                    catch_up_limit=limit,
+                )
+            )
+            return fn
+
+        return register
+
+    # -- end periodic jobs ---------------------------------------------------------
 
     def use_database_url(self, url: str, **backend_options: Any) -> None:
         """Point an app that has not connected yet at another URL (``soniq worker --database-url``).

@@ -115,6 +115,22 @@ class Settings:
     allow_no_jobs: bool = False
     max_result_bytes: int = 1_048_576
     cancel_grace_seconds: float = 5.0
+    # -- schedules, leader lease, pruning (issue 14) --
+    scheduler_enabled: bool = True
+    """Workers run the scheduler loop (``soniq worker --no-scheduler`` turns it off for one)."""
+    scheduler_poll_interval: float = 1.0
+    """Seconds between the scheduler's looks for due schedules (and for ones added by other processes)."""
+    leader_lease_ttl: float = 30.0
+    """Seconds the leader lease lasts unless renewed; it is renewed every third of that."""
+    prune_interval: float = 60.0
+    """Seconds between the leader's pruning passes."""
+    prune_batch_size: int = 1000
+    """Rows one prune statement deletes at most."""
+    prune_pause: float = 0.05
+    """Seconds the leader waits between two prune batches, so claims never wait behind it."""
+    dead_letter_retention_days: float | None = None
+    """Dead-letter rows older than this many days are deleted by the leader; None keeps them forever."""
+    # -- end issue 14 --
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks and error trackers: never with the database password.
@@ -295,4 +311,13 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "allow_no_jobs": _parse_bool,
     "max_result_bytes": _at_least(1),
     "cancel_grace_seconds": _non_negative,
+    # -- schedules, leader lease, pruning (issue 14) --
+    "scheduler_enabled": _parse_bool,
+    "scheduler_poll_interval": _poll_interval,
+    "leader_lease_ttl": _positive,
+    "prune_interval": _positive,
+    "prune_batch_size": _at_least(1, 1_000_000),
+    "prune_pause": _non_negative,
+    "dead_letter_retention_days": _optional_positive,
+    # -- end issue 14 --
 }

@@ -26,6 +26,7 @@ from soniq.backend import Backend
 from soniq.observers import ShutdownInfo, TransitionEvent, WorkerStartedEvent
 from soniq.params import PrepareWorkerParams, RegisterWorkerParams
 from soniq.records import WorkerInfo
+from soniq.scheduling.duties import FleetDuties
 from soniq.worker._dispatch import Dispatcher
 from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
@@ -199,6 +200,10 @@ class Worker:
                 Watchdog(self.runs, self.summary).watch(settings.heartbeat_interval), name="soniq-watchdog"
             ),
         ]
+        # Issue 14: the scheduler loop and the leader's duties end at the first shutdown signal (_stop_event).
+        duties = None if self.run_once else FleetDuties(self.app, holder=self.worker_id)
+        if duties is not None:
+            duties.start(self._stop_event)
         try:
             claim_task = asyncio.create_task(dispatch.claim_loop(), name="soniq-claim")
             try:
@@ -211,6 +216,8 @@ class Worker:
             for task in background:
                 task.cancel()
             await asyncio.gather(*background, return_exceptions=True)
+            if duties is not None:
+                await duties.finish()  # the lease is released before the worker row says stopped
             # Before the STOPPED write: `last_shutdown` lists these threads.
             self.summary.lost_thread_job_ids = list(executor.lost_thread_history)
             await self.state_record.mark_stopped(

@@ -1,0 +1,269 @@
+"""``app.scheduler``: schedules kept in the store, changed from any process at run time.
+
+Every method reads or writes the store directly, so a schedule added, paused
+or removed by one process is what every other worker and ``soniq scheduler``
+sees on its next poll; nothing is cached here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from soniq.errors import UnknownJobError
+from soniq.params import (
+    GetScheduleParams,
+    ListSchedulesParams,
+    RemoveScheduleParams,
+    SetSchedulePausedParams,
+    UpsertScheduleParams,
+)
+from soniq.records import ScheduleRecord, WorkerStatus
+from soniq.registry import default_job_name
+from soniq.scheduling.catchup import CatchUp, check_catch_up
+from soniq.scheduling.clock import Clock, SystemClock
+from soniq.scheduling.timing import ScheduleError, Timing
+from soniq.validation import check_priority, check_queue_name, encode_args
+
+if TYPE_CHECKING:
+    from soniq.app import Soniq
+    from soniq.backend import Backend
+
+__all__ = ["PeriodicSpec", "Scheduler", "schedule_dict"]
+
+logger = logging.getLogger("soniq.scheduler")
+
+DEFAULT_MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodicSpec:
+    """A schedule as `@app.periodic` declared it, written to the store when a worker or scheduler starts."""
+
+    name: str
+    job_name: str
+    timing: Timing
+    args: Mapping[str, Any] = field(default_factory=dict)
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    catch_up: CatchUp = CatchUp.SKIP
+    catch_up_limit: int = 1
+
+
+def schedule_dict(record: ScheduleRecord, *, orphaned: bool = False, registered_here: bool = True) -> dict[str, Any]:
+    """A stored schedule as `list()` and `get()` return it.
+
+    ``schedule_type``/``schedule_value`` and ``status`` are 0.1.0's keys;
+    `orphaned` is True when neither this process nor any live worker has the job.
+    """
+    data = record.to_dict()
+    data["schedule_type"] = "cron" if record.cron is not None else "interval"
+    data["schedule_value"] = record.cron if record.cron is not None else f"{record.every_seconds:g}"
+    data["status"] = "paused" if record.paused else "active"
+    data["orphaned"] = orphaned
+    data["registered_here"] = registered_here
+    return data
+
+
+class Scheduler:
+    """The schedules of one app. `clock` is what "now" means to `add()`, `resume()` and the loop."""
+
+    def __init__(self, app: Soniq, *, clock: Clock | None = None) -> None:
+        self._app = app
+        self.clock: Clock = clock or SystemClock()
+        self.declared: dict[str, PeriodicSpec] = {}
+
+    # -- declaring -------------------------------------------------------------
+
+    def declare(self, spec: PeriodicSpec) -> None:
+        """Remember an `@app.periodic` schedule; `declare_all` writes it."""
+        self.declared[spec.name] = spec
+
+    async def declare_all(self) -> list[str]:
+        """Upsert every declared schedule. An unchanged rhythm keeps its stored `next_run`."""
+        names = []
+        for spec in self.declared.values():
+            names.append(
+                await self._upsert(
+                    name=spec.name,
+                    job_name=spec.job_name,
+                    timing=spec.timing,
+                    args=spec.args,
+                    queue=spec.queue,
+                    priority=spec.priority,
+                    max_attempts=spec.max_attempts,
+                    catch_up=spec.catch_up,
+                    catch_up_limit=spec.catch_up_limit,
+                )
+            )
+        return names
+
+    # -- the public surface (0.1.0's names) --------------------------------------
+
+    async def add(
+        self,
+        target: Callable[..., Any] | str,
+        *,
+        cron: Any = None,
+        every: Any = None,
+        args: Mapping[str, Any] | None = None,
+        queue: str | None = None,
+        priority: int | None = None,
+        max_attempts: int | None = None,
+        name: str | None = None,
+        timezone: str = "UTC",
+        catch_up: str | CatchUp = CatchUp.SKIP,
+        catch_up_limit: int = 1,
+    ) -> str:
+        """Create the schedule, or replace the one of that `name` (default: the job's name); returns the name.
+
+        `target` is a function registered with ``@app.job`` or a job name (which
+        may be registered only on other workers). Bad input raises
+        `ScheduleError` naming the option, and nothing is stored.
+        """
+        timing = Timing.parse(cron=cron, every=every, timezone=timezone)
+        policy, limit = check_catch_up(catch_up, catch_up_limit)
+        job_name = self._job_name(target)
+        schedule_name = job_name if name is None else name
+        if not isinstance(schedule_name, str) or not schedule_name.strip():
+            raise ScheduleError("name", f"expected a non-empty string, got {name!r}")
+        return await self._upsert(
+            name=schedule_name,
+            job_name=job_name,
+            timing=timing,
+            args=args or {},
+            queue=queue,
+            priority=priority,
+            max_attempts=max_attempts,
+            catch_up=policy,
+            catch_up_limit=limit,
+        )
+
+    async def pause(self, name: str) -> bool:
+        """Stop firing; due times while paused never run. False when there is no such schedule."""
+        backend = await self._app.connected_backend()
+        return await backend.set_schedule_paused(SetSchedulePausedParams(name=name, paused=True))
+
+    async def resume(self, name: str) -> bool:
+        """Fire again from the next due time after now. False when there is no such schedule."""
+        backend = await self._app.connected_backend()
+        record = await backend.get_schedule(GetScheduleParams(name=name))
+        if record is None:
+            return False
+        next_run = _timing_of(record).next_after(self.clock.now())
+        return await backend.set_schedule_paused(SetSchedulePausedParams(name=name, paused=False, next_run=next_run))
+
+    async def remove(self, name: str) -> bool:
+        """Delete the schedule (the jobs it enqueued stay). False when there was none."""
+        backend = await self._app.connected_backend()
+        self.declared.pop(name, None)
+        return await backend.remove_schedule(RemoveScheduleParams(name=name))
+
+    async def list(self, status: str | None = None) -> list[dict[str, Any]]:
+        """Every schedule in name order; `status` ``active`` or ``paused`` filters."""
+        if status not in (None, "active", "paused"):
+            raise ScheduleError("status", f"expected 'active', 'paused' or None, got {status!r}")
+        backend = await self._app.connected_backend()
+        records = await backend.list_schedules(ListSchedulesParams())
+        known = await self._fleet_job_names(backend)
+        views = [self._view(r, known) for r in records]
+        return [v for v in views if status is None or v["status"] == status]
+
+    async def get(self, name: str) -> dict[str, Any] | None:
+        backend = await self._app.connected_backend()
+        record = await backend.get_schedule(GetScheduleParams(name=name))
+        if record is None:
+            return None
+        return self._view(record, await self._fleet_job_names(backend))
+
+    # -- helpers --------------------------------------------------------------------
+
+    def _job_name(self, target: Callable[..., Any] | str) -> str:
+        if isinstance(target, str):
+            if not target.strip():
+                raise ScheduleError("target", "expected a job name or a function registered with @app.job, got ''")
+            return target
+        if not callable(target):
+            raise ScheduleError("target", f"expected a job name or a function registered with @app.job, got {target!r}")
+        definition = self._app.registry.find_by_function(target)
+        if definition is None:
+            raise UnknownJobError(
+                f"target: {default_job_name(target)} is not registered on this app; decorate it with @app.job "
+                "or pass the job's name as a string"
+            )
+        return definition.name
+
+    async def _upsert(
+        self,
+        *,
+        name: str,
+        job_name: str,
+        timing: Timing,
+        args: Mapping[str, Any],
+        queue: str | None,
+        priority: int | None,
+        max_attempts: int | None,
+        catch_up: CatchUp,
+        catch_up_limit: int,
+    ) -> str:
+        definition = self._app.registry.get(job_name)
+        if queue is not None:
+            check_queue_name(queue)
+        if priority is not None:
+            check_priority(priority)
+        if max_attempts is not None and (
+            isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+        ):
+            raise ScheduleError("max_attempts", f"expected a whole number >= 1, got {max_attempts!r}")
+        if not isinstance(args, Mapping):
+            raise ScheduleError("args", f"expected a dict of keyword arguments, got {args!r}")
+        checked, _ = encode_args(job_name, args, max_bytes=self._app.settings.max_args_bytes)
+        if definition is None:
+            logger.warning(
+                "schedule %r: job %r is not registered on this process; it fires for the workers that have it",
+                name,
+                job_name,
+            )
+        params = UpsertScheduleParams(
+            name=name,
+            job_name=job_name,
+            next_run=timing.next_after(self.clock.now()),
+            cron=timing.cron,
+            every_seconds=timing.every_seconds,
+            timezone=timing.timezone,
+            queue=queue or (definition.queue if definition else "default"),
+            priority=priority if priority is not None else (definition.priority if definition else 100),
+            max_attempts=max_attempts or (definition.max_attempts if definition else DEFAULT_MAX_ATTEMPTS),
+            args=dict(checked),
+            catch_up=catch_up.value,
+            catch_up_limit=catch_up_limit,
+        )
+        backend = await self._app.connected_backend()
+        await backend.upsert_schedule(params)
+        return name
+
+    async def _fleet_job_names(self, backend: Backend) -> set[str]:
+        """Job names of this process and of every live worker."""
+        names = set(self._app.registry.names())
+        now = datetime.now(UTC)
+        timeout = self._app.settings.heartbeat_timeout
+        for worker in await backend.list_workers():
+            fresh = (now - worker.last_heartbeat).total_seconds() < timeout
+            if worker.status is not WorkerStatus.STOPPED and fresh:
+                names.update(worker.job_names or ())
+        return names
+
+    def _view(self, record: ScheduleRecord, known: set[str]) -> dict[str, Any]:
+        return schedule_dict(
+            record,
+            orphaned=record.job_name not in known,
+            registered_here=self._app.registry.get(record.job_name) is not None,
+        )
+
+
+def _timing_of(record: ScheduleRecord) -> Timing:
+    return Timing(cron=record.cron, every_seconds=record.every_seconds, timezone=record.timezone)
