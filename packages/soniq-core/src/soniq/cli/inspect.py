@@ -91,8 +91,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     views = [worker_view(w, heartbeat_timeout=app.settings.heartbeat_timeout, now=now) for w in workers]
     if not args.all:
         views = [v for v in views if v["status"] != WorkerStatus.STOPPED.value]
+    from soniq.cli.schedules_view import print_schedules_and_leader, schedules_and_leader  # issue 14
+
+    section = run_with_app(app, schedules_and_leader)
     if args.json:
-        print(json.dumps({"heartbeat_timeout": app.settings.heartbeat_timeout, "workers": views}, indent=2))
+        print(json.dumps({"heartbeat_timeout": app.settings.heartbeat_timeout, "workers": views, **section}, indent=2))
         return EXIT_OK
     if not views:
         print("no running workers" if not args.all else "no workers")
@@ -103,6 +106,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         names = view["job_names"]
         listed = "not reported" if names is None else (", ".join(safe(n) for n in names) or "none")
         print(f"    jobs: {listed}")
+    print_schedules_and_leader(section)
     return EXIT_OK
 
 

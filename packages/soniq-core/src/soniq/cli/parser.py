@@ -98,9 +98,16 @@ def command_registrars() -> list[Register]:
     Commands from other distributions (the ``soniq.commands`` entry points)
     are added right after these, in `build_parser`.
     """
-    from soniq.cli import dead_letter, inspect, jobs, plugins, worker
+    from soniq.cli import dead_letter, inspect, jobs, plugins, scheduler, worker  # scheduler: issue 14
 
-    return [worker.register, jobs.register, inspect.register, dead_letter.register, plugins.register]
+    return [
+        worker.register,
+        scheduler.register,  # issue 14
+        jobs.register,
+        inspect.register,
+        dead_letter.register,
+        plugins.register,
+    ]
 
 
 def build_parser(argv: Sequence[str] = ()) -> SoniqArgumentParser:

@@ -36,6 +36,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         overrides["allow_no_jobs"] = True
     if args.metrics_port is not None:
         overrides["metrics_port"] = args.metrics_port
+    if args.no_scheduler:  # issue 14
+        overrides["scheduler_enabled"] = False
     if args.log_jobs:
         logging.getLogger("soniq.jobs").setLevel(logging.INFO)
     if overrides:
@@ -87,5 +89,11 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
         default=None,
         metavar="PORT",
         help="serve /metrics on this port (setting metrics_port; needs an exporter such as soniq-prometheus)",
+    )
+    p.add_argument(  # issue 14
+        "--no-scheduler",
+        action="store_true",
+        help="do not run the scheduler loop in this worker (setting scheduler_enabled); it still takes its "
+        "turn as leader",
     )
     p.set_defaults(func=cmd_worker, parser=p)

@@ -1,0 +1,74 @@
+"""``soniq scheduler [MODULES]``: the scheduler loop and the leader duties alone, without claiming jobs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import socket
+import uuid
+from typing import TYPE_CHECKING
+
+from soniq.cli.common import EXIT_OK, build_app, run_with_app
+from soniq.worker.startup import install_signal_handlers
+
+if TYPE_CHECKING:
+    from soniq.app import Soniq
+    from soniq.cli.parser import SoniqArgumentParser
+
+logger = logging.getLogger("soniq.scheduler")
+
+
+def cmd_scheduler(args: argparse.Namespace) -> int:
+    if args.app and not args.jobs_modules:
+        args.jobs_modules = args.app
+    app = build_app(args, need_jobs=False)
+
+    async def body(app: Soniq) -> None:
+        from soniq.scheduling.duties import FleetDuties
+
+        await app.connect()
+        holder = f"scheduler-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        stopping = asyncio.Event()
+
+        def stop(trigger: str) -> None:
+            if not stopping.is_set():
+                logger.info("%s: %s received, stopping", holder, trigger)
+            stopping.set()
+
+        removers = install_signal_handlers(stop)
+        duties = FleetDuties(app, holder=holder, scheduler=True)
+        logger.info(
+            "%s started: polling every %gs, %d declared schedule(s)",
+            holder,
+            app.settings.scheduler_poll_interval,
+            len(app.scheduler.declared),
+        )
+        try:
+            await duties.run(stopping)
+        finally:
+            for remove in removers:
+                remove()
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                signal.signal(sig, signal.SIG_IGN)
+
+    run_with_app(app, body)
+    return EXIT_OK
+
+
+def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: SoniqArgumentParser) -> None:
+    p = sub.add_parser(
+        "scheduler",
+        parents=[common],
+        help="run only the scheduler loop and the leader's duties (pruning) until SIGTERM/SIGINT",
+    )
+    p.add_argument(
+        "app",
+        nargs="?",
+        default=None,
+        metavar="MODULES",
+        help="jobs modules declaring @app.periodic schedules (same as --jobs-modules)",
+    )
+    p.set_defaults(func=cmd_scheduler, parser=p)
