@@ -85,3 +85,13 @@ NACK_REASON: Final = "soniq.nack.reason"
 NACK_WRITTEN: Final = "soniq.nack.written"
 """False when the store could not be reached or the row was no longer this worker's."""
 NACK_ERROR: Final = "soniq.nack.error"
+
+# -- schedules (issue 14) ----------------------------------------------------------
+
+SPAN_SCHEDULE_FIRE: Final = "soniq.schedule.fire"
+SCHEDULE_NAME: Final = "soniq.schedule.name"
+SCHEDULE_DUE_AT: Final = "soniq.schedule.due_at"
+"""The due time that fired, ISO 8601 in UTC."""
+SCHEDULE_LATE_SECONDS: Final = "soniq.schedule.late_seconds"
+SCHEDULE_CATCH_UP: Final = "soniq.schedule.catch_up"
+SCHEDULE_SCHEDULER_ID: Final = "soniq.schedule.scheduler_id"

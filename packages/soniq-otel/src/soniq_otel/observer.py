@@ -17,6 +17,7 @@ from soniq.observers import (
     JobEndEvent,
     JobStartEvent,
     NackEvent,
+    ScheduleFiredEvent,
     ShutdownNotice,
     TransitionEvent,
 )
@@ -24,6 +25,7 @@ from soniq.settings import Settings
 from soniq_otel import attributes as a
 from soniq_otel.job_spans import JobTracing
 from soniq_otel.metrics import JobMetrics
+from soniq_otel.schedule_spans import ScheduleTracing
 from soniq_otel.shutdown_spans import ShutdownTracing
 
 logger = logging.getLogger("soniq_otel")
@@ -56,6 +58,7 @@ class SoniqTracingObserver(BaseObserver):
         )
         self.jobs = JobTracing(tracer)
         self.shutdown = ShutdownTracing(tracer)
+        self.schedules = ScheduleTracing(tracer)
         self.metrics = JobMetrics(meter_provider, version=_version())
 
     def on_transition(self, event: TransitionEvent) -> None:
@@ -83,6 +86,9 @@ class SoniqTracingObserver(BaseObserver):
     def on_enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None:
         self.jobs.send_ended(event, error)
         self.metrics.sent_ended(event, error)
+
+    def on_schedule_fired(self, event: ScheduleFiredEvent) -> None:
+        self.schedules.fired(event)
 
     def on_worker_stopped(self, worker_id: str) -> None:
         self.jobs.abandon(worker_id)
