@@ -50,13 +50,15 @@ async def test_add_get_list_pause_resume_remove() -> None:
 
     name = await app.scheduler.add(report, cron=daily().at("09:00"), args={"region": "eu"}, timezone="Europe/Berlin")
     definition = app.registry.find_by_function(report)
-    assert definition is not None and name == definition.name  # the job's name unless name= says otherwise
+    assert definition is not None
+    assert name == definition.name
     got = await app.scheduler.get(name)
     assert got is not None
     assert got["next_run"] == datetime(2026, 5, 2, 7, 0, tzinfo=UTC)
     assert (got["queue"], got["priority"], got["args"], got["status"]) == ("reports", 7, {"region": "eu"}, "active")
     assert (got["last_run"], got["run_count"], got["last_job_id"], got["orphaned"]) == (None, 0, None, False)
-    assert got["schedule_type"] == "cron" and got["schedule_value"] == "0 9 * * *"
+    assert got["schedule_type"] == "cron"
+    assert got["schedule_value"] == "0 9 * * *"
 
     # Upsert by name: a second add replaces the definition, one row stays.
     await app.scheduler.add(report, cron=daily().at("09:00"), args={"region": "us"}, timezone="Europe/Berlin")
@@ -69,7 +71,8 @@ async def test_add_get_list_pause_resume_remove() -> None:
     clock.advance(days=3)
     assert await app.scheduler.resume(name) is True
     resumed = await app.scheduler.get(name)
-    assert resumed is not None and resumed["next_run"] == datetime(2026, 5, 5, 7, 0, tzinfo=UTC)
+    assert resumed is not None
+    assert resumed["next_run"] == datetime(2026, 5, 5, 7, 0, tzinfo=UTC)
     assert await app.scheduler.remove(name) is True
     assert await app.scheduler.get(name) is None
     assert await app.scheduler.remove(name) is False
@@ -83,13 +86,13 @@ async def test_bad_input_names_the_option_and_stores_nothing() -> None:
     async def tick() -> None:
         return None
 
-    with pytest.raises(ScheduleError, match="^cron: "):
+    with pytest.raises(ScheduleError, match=r"^cron: "):
         await app.scheduler.add(tick, cron="every day")
-    with pytest.raises(ScheduleError, match="^timezone: "):
+    with pytest.raises(ScheduleError, match=r"^timezone: "):
         await app.scheduler.add(tick, cron="0 9 * * *", timezone="Europe/Atlantis")
-    with pytest.raises(ScheduleError, match="^every: "):
+    with pytest.raises(ScheduleError, match=r"^every: "):
         await app.scheduler.add(tick, every=-1)
-    with pytest.raises(ScheduleError, match="^max_attempts: "):
+    with pytest.raises(ScheduleError, match=r"^max_attempts: "):
         await app.scheduler.add(tick, every=5, max_attempts=0)
 
     async def stray() -> None:
@@ -102,13 +105,13 @@ async def test_bad_input_names_the_option_and_stores_nothing() -> None:
 
 async def test_periodic_validates_at_decoration() -> None:
     app, _, _ = make_app()
-    with pytest.raises(ScheduleError, match="^cron: "):
+    with pytest.raises(ScheduleError, match=r"^cron: "):
 
         @app.periodic(cron="not cron")
         async def broken() -> None:
             return None
 
-    with pytest.raises(ScheduleError, match="^timezone: "):
+    with pytest.raises(ScheduleError, match=r"^timezone: "):
         app.periodic(cron="0 9 * * *", timezone="Nowhere/Special")
     assert app.scheduler.declared == {}
 
@@ -151,7 +154,8 @@ async def test_catch_up_after_downtime(policy: str, expected: int) -> None:
     assert len(fired.events) == expected
     assert all(e.catch_up for e in fired.events)
     stored = await app.scheduler.get(name)
-    assert stored is not None and stored["next_run"] == START + timedelta(hours=11)
+    assert stored is not None
+    assert stored["next_run"] == START + timedelta(hours=11)
     assert stored["run_count"] == expected
 
 
@@ -159,7 +163,8 @@ async def test_a_schedule_for_a_job_no_one_has_is_orphaned_and_still_fires() -> 
     app, clock, fired = make_app()
     await app.scheduler.add("billing.removed_job", every=60)
     (view,) = await app.scheduler.list()
-    assert view["orphaned"] is True and view["registered_here"] is False
+    assert view["orphaned"] is True
+    assert view["registered_here"] is False
     clock.advance(seconds=60)
     await ScheduleRunner(app, scheduler_id="s", clock=clock).tick()
     assert [e.job_name for e in fired.events] == ["billing.removed_job"]
@@ -176,7 +181,8 @@ async def test_the_lease_has_one_holder_and_the_leader_prunes(wait_until: Any) -
     first, second, stop_first = (a, b, stop_a) if a.is_leader else (b, a, stop_b)
     assert not second.is_leader
     lease = await backend.get_lease(GetLeaseParams())
-    assert lease is not None and lease.holder == first.holder
+    assert lease is not None
+    assert lease.holder == first.holder
     stop_first.set()  # a clean stop releases the lease, so the other takes over within one beat
     await wait_until(lambda: second.is_leader, timeout=3)
     stop_a.set()
@@ -205,7 +211,8 @@ async def test_a_worker_runs_periodic_jobs_and_stops_its_loops_at_the_signal(wai
     await wait_until(lambda: len(ran) >= 2, timeout=10)
     backend = await app.connected_backend()
     lease = await backend.get_lease(GetLeaseParams())
-    assert lease is not None and lease.holder == worker.worker_id
+    assert lease is not None
+    assert lease.holder == worker.worker_id
     worker.stop()
     await task
     assert await backend.get_lease(GetLeaseParams()) is None

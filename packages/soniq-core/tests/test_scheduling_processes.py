@@ -10,6 +10,7 @@ and when the leader is SIGKILLed another process takes the lease.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import re
 import signal
@@ -205,7 +206,7 @@ def holder_pid(holder: str) -> int:
 
 def assert_exactly_once_without_gaps(times: list[datetime]) -> None:
     assert len(times) == len(set(times)), "a due time was enqueued twice"
-    steps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    steps = [b - a for a, b in itertools.pairwise(times)]
     gaps = [
         (a, s) for a, s in zip(times, steps, strict=False) if abs(s - timedelta(seconds=1)) > timedelta(milliseconds=5)
     ]

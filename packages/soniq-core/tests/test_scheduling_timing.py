@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -123,7 +124,7 @@ def test_wildcard_hours_keep_real_time_through_a_dst_change() -> None:
     timing = Timing.parse(cron="*/30 * * * *", timezone="America/New_York")
     start = local("America/New_York", 2026, 11, 1, 0, 0)
     runs = walk(timing, start, start + timedelta(hours=3))
-    assert all(b - a == timedelta(minutes=30) for a, b in zip(runs, runs[1:], strict=False))
+    assert all(b - a == timedelta(minutes=30) for a, b in itertools.pairwise(runs))
     assert len(runs) == 6
 
 

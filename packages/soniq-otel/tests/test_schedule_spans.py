@@ -40,4 +40,5 @@ async def test_each_firing_is_a_span_from_due_time_to_enqueue(tracing: Tracing, 
     assert attributes[a.SCHEDULE_SCHEDULER_ID] == "sched-1"
     assert attributes[a.SCHEDULE_LATE_SECONDS] == pytest.approx(2.0)
     assert span.start_time == int(due.timestamp() * 1e9)
-    assert span.end_time is not None and span.end_time >= span.start_time
+    assert span.end_time is not None
+    assert span.end_time >= span.start_time
