@@ -218,3 +218,60 @@ async def test_a_worker_runs_periodic_jobs_and_stops_its_loops_at_the_signal(wai
     assert await backend.get_lease(GetLeaseParams()) is None
     (view,) = await app.scheduler.list()
     assert view["run_count"] >= 2
+
+
+async def test_the_leader_prunes_expired_rows_in_batches_and_keeps_the_rest(wait_until: Any) -> None:
+    from soniq.params import ClaimJobsParams, CompleteJobsParams, JobResult, RegisterWorkerParams
+    from soniq.records import WorkerInfo
+
+    app = Soniq("memory://", observers="", prune_batch_size=7, prune_pause=0.0)
+
+    @app.job
+    async def work() -> None:
+        return None
+
+    backend = await app.connected_backend()
+    await backend.register_worker(
+        RegisterWorkerParams(WorkerInfo(id="w", hostname="h", pid=1, queues=None, concurrency=1))
+    )
+    ids = await app.enqueue_many(work, [{} for _ in range(30)])
+    claimed = await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=None, limit=25, mark_started=True))
+    past = datetime.now(UTC) - timedelta(minutes=1)
+    future = datetime.now(UTC) + timedelta(days=1)
+    results = [
+        JobResult(job_id=row.id, result=None, expires_at=past if i < 20 else future) for i, row in enumerate(claimed)
+    ]
+    await backend.complete_jobs(CompleteJobsParams(worker_id="w", results=results))
+
+    leader = LeaderDuties(backend, app.settings, holder="leader-test")
+    stopping = asyncio.Event()
+    task = asyncio.create_task(leader.run(stopping))
+    await wait_until(lambda: leader.pruned_jobs == 20, timeout=5)
+    stopping.set()
+    await task
+    left = {row.id for row in await backend.list_jobs(ListJobsParams(limit=100))}
+    expired = {r.job_id for r in results[:20]}
+    assert not left & expired
+    assert left == set(ids) - expired  # 5 done but not expired, 5 still queued
+
+
+async def test_a_worker_with_the_scheduler_off_declares_but_does_not_fire(wait_until: Any) -> None:
+    app = Soniq("memory://", observers="", scheduler_enabled=False, poll_interval=0.02)
+
+    @app.periodic(every=1, name="quiet")
+    async def quiet() -> None:
+        return None
+
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
+    backend = await app.connected_backend()
+    stored = await wait_until(lambda: app.scheduler.get("quiet"), timeout=5)
+    # Two due times come and go with the lease held by this worker, and nothing fires.
+    await wait_until(lambda: backend.get_lease(GetLeaseParams()), timeout=5)
+    await wait_until(lambda: datetime.now(UTC) > stored["next_run"] + timedelta(seconds=2), timeout=10)
+    worker.stop()
+    await task
+    after = await app.scheduler.get("quiet")
+    assert after is not None
+    assert after["run_count"] == 0
+    assert await jobs_of(app, after["job_name"]) == []

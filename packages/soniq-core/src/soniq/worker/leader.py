@@ -9,8 +9,10 @@ lease is released on a clean shutdown, so a successor does not wait out the
 ttl.
 
 Maintenance (only while leading): `prune_jobs` deletes finished rows past
-their `expires_at` in batches of `prune_batch_size`, pausing `prune_pause`
-between batches so claims never queue behind a long delete; with
+their `expires_at` in batches of `prune_batch_size`, pausing between batches
+(four times as long as the batch took, at least `prune_pause`) so pruning
+takes at most a fifth of the store's time and claims never queue behind a
+long delete; with
 `dead_letter_retention_days` set, `prune_dead_letters` does the same for
 dead-letter rows older than that.
 """
@@ -32,6 +34,9 @@ logger = logging.getLogger("soniq.leader")
 
 LEADER_LEASE = "leader"
 RELEASE_TIMEOUT = 2.0
+PRUNE_DUTY_CYCLE = 0.2
+"""At most this share of wall time is spent inside prune statements: after a batch that took t
+seconds the leader waits at least t * (1 - d) / d (4t), and never less than `prune_pause`."""
 
 
 class LeaderDuties:
@@ -125,12 +130,16 @@ class LeaderDuties:
 
     async def _in_batches(self, batch: Callable[[], Awaitable[int]], stopping: asyncio.Event | None) -> int:
         total = 0
+        loop = asyncio.get_running_loop()
         while self.is_leader and not (stopping is not None and stopping.is_set()):
+            started = loop.time()
             deleted = await batch()
+            took = loop.time() - started
             total += deleted
             if deleted < self.batch:
                 break
-            await asyncio.sleep(self.pause)
+            # A slow delete means a busy store: back off in proportion, so claims keep their share.
+            await asyncio.sleep(max(self.pause, took * (1 - PRUNE_DUTY_CYCLE) / PRUNE_DUTY_CYCLE))
         return total
 
 
