@@ -16,18 +16,21 @@ from typing import TypeVar
 
 from soniq.backend import Backend, BackendCapabilities
 from soniq.params import (
+    AcquireLeaseParams,
     ClaimJobsParams,
     EnqueueJobsParams,
     FindStaleJobsParams,
+    FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
     ListDeadLetterParams,
     ListJobsParams,
     NackJobParams,
+    PruneJobsParams,
     RescueAction,
     RescueJobsParams,
 )
-from soniq.records import DeadLetterRecord, JobRecord, JobStatus, NewJob, StaleScan
+from soniq.records import DeadLetterRecord, JobRecord, JobStatus, LeaseRecord, NewJob, StaleScan
 from soniq_memory import MemoryBackend
 
 _Row = TypeVar("_Row", JobRecord, DeadLetterRecord)
@@ -189,3 +192,53 @@ class EnqueuesOutsideTheTransaction(TransactionalMemory):
 
     async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
         await MemoryBackend.enqueue_jobs(self, replace(params, connection=None))
+
+
+# -- schedules, leader lease, pruning (issue 14) ---------------------------------
+
+
+class FireIgnoresTheFence(MemoryBackend):
+    """Fires whatever `next_run` the caller read: two schedulers enqueue one due time twice."""
+
+    async def fire_schedule(self, params: FireScheduleParams, /) -> list[str] | None:
+        with self._store.lock:
+            row = self._store.schedules.get(params.name)
+            if row is None:
+                return None
+            ids = self._insert_jobs(params.jobs)
+            self._store.schedules[params.name] = replace(
+                row, next_run=params.new_next_run, run_count=row.run_count + len(ids)
+            )
+            return ids
+
+
+class LeaseIgnoresTheHolder(MemoryBackend):
+    """Hands the lease to whoever asks, as a leader election by timing alone would."""
+
+    async def acquire_lease(self, params: AcquireLeaseParams, /) -> LeaseRecord | None:
+        with self._store.lock:
+            now = self._store.now()
+            lease = LeaseRecord(
+                name=params.name,
+                holder=params.holder,
+                acquired_at=now,
+                renewed_at=now,
+                expires_at=now + timedelta(seconds=params.ttl),
+            )
+            self._store.leases[params.name] = lease
+            return lease
+
+
+class PruneIgnoresExpiry(MemoryBackend):
+    """Deletes every finished row up to the limit, expired or not."""
+
+    async def prune_jobs(self, params: PruneJobsParams, /) -> int:
+        with self._store.lock:
+            finished = [
+                job_id
+                for job_id, row in self._store.jobs.items()
+                if row.status in (JobStatus.DONE, JobStatus.CANCELLED)
+            ][: params.limit]
+            for job_id in finished:
+                del self._store.jobs[job_id]
+            return len(finished)

@@ -31,6 +31,9 @@ def test_suite_passes_against_memory_skipping_only_what_does_not_apply(pytester:
         "test_list_jobs_leaves_results_out_unless_asked",
         "test_a_claim_returns_a_corrupt_row_with_decode_error_beside_the_good_ones",
         "test_dead_letter_listing_and_get_show_a_corrupt_row",
+        "test_each_due_time_fires_exactly_once_among_concurrent_firers",
+        "test_exactly_one_of_many_concurrent_acquirers_wins",
+        "test_prune_deletes_only_finished_rows_past_expires_at",
     ):
         assert must_run in outcomes["passed"]
 
@@ -152,3 +155,34 @@ def test_suite_needs_no_pytest_asyncio(pytester: pytest.Pytester) -> None:
     outcomes = run_class_form(pytester, "MemoryBackend", "-p", "no:asyncio", "-k", "nack or claim")
     assert outcomes["failed"] == {}
     assert "test_nack_preserves_attempts" in outcomes["passed"]
+
+
+# -- schedules, leader lease, pruning (issue 14) ---------------------------------
+
+
+def test_suite_catches_a_fire_that_ignores_the_fence(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "FireIgnoresTheFence", "-k", "fire")
+    assert {
+        "test_a_stale_expected_next_run_fires_nothing",
+        "test_each_due_time_fires_exactly_once_among_concurrent_firers",
+        "test_a_paused_or_removed_schedule_fires_nothing",
+    } <= set(outcomes["failed"])
+    assert "test_fire_without_jobs_only_advances" in outcomes["passed"]
+
+
+def test_suite_catches_a_lease_that_ignores_its_holder(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "LeaseIgnoresTheHolder", "-k", "lease or acquir or takeover")
+    assert {
+        "test_another_holder_cannot_take_an_unexpired_lease",
+        "test_exactly_one_of_many_concurrent_acquirers_wins",
+    } <= set(outcomes["failed"])
+    assert "test_a_free_lease_is_acquired_for_ttl_seconds" in outcomes["passed"]
+
+
+def test_suite_catches_a_prune_that_ignores_expiry(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "PruneIgnoresExpiry", "-k", "prune")
+    assert {
+        "test_prune_deletes_only_finished_rows_past_expires_at",
+        "test_prune_judges_expiry_by_the_given_now",
+    } <= set(outcomes["failed"])
+    assert "test_prune_respects_the_limit" in outcomes["passed"]

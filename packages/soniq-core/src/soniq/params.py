@@ -292,6 +292,17 @@ class DeadLetterPageParams:
 # -- schedules, leader lease, pruning (issue 14) -------------------------------
 
 
+def _aware(value: datetime, what: str) -> None:
+    """Every backend stores UTC instants: a naive datetime is refused before anything is written."""
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{what} must be a timezone-aware datetime, got {value!r}")
+
+
+def _limit(value: int, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{what} must be an int of 0 or more, got {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class UpsertScheduleParams:
     """A schedule's definition, inserted or replacing the one stored under `name`.
@@ -317,6 +328,15 @@ class UpsertScheduleParams:
     paused: bool | None = None
     """None keeps the stored value (False for a new schedule)."""
     reset_next_run: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("schedule name must be a non-empty string")
+        if (self.cron is None) == (self.every_seconds is None):
+            raise ValueError(f"schedule {self.name!r}: give exactly one of cron and every_seconds")
+        if self.every_seconds is not None and not self.every_seconds > 0:
+            raise ValueError(f"schedule {self.name!r}: every_seconds must be positive, got {self.every_seconds!r}")
+        _aware(self.next_run, f"schedule {self.name!r}: next_run")
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +369,11 @@ class DueSchedulesParams:
     """Due means ``next_run <= now``; None: the store's clock."""
     limit: int = 100
 
+    def __post_init__(self) -> None:
+        if self.now is not None:
+            _aware(self.now, "due_schedules now")
+        _limit(self.limit, "due_schedules limit")
+
 
 @dataclass(frozen=True, slots=True)
 class FireScheduleParams:
@@ -362,6 +387,10 @@ class FireScheduleParams:
     fired_at: datetime
     """Stored as `last_run` when `jobs` is not empty."""
 
+    def __post_init__(self) -> None:
+        for what in ("expected_next_run", "new_next_run", "fired_at"):
+            _aware(getattr(self, what), f"fire_schedule {what}")
+
 
 @dataclass(frozen=True, slots=True)
 class AcquireLeaseParams:
@@ -369,6 +398,10 @@ class AcquireLeaseParams:
     ttl: float
     """Seconds, on the store's clock, until the lease lapses unless renewed."""
     name: str = "leader"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.ttl, bool) or not isinstance(self.ttl, int | float) or not self.ttl > 0:
+            raise ValueError(f"lease ttl must be a positive number of seconds, got {self.ttl!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,9 +421,18 @@ class PruneJobsParams:
     """Rows with ``expires_at <= now`` go; None: the store's clock."""
     limit: int = 1000
 
+    def __post_init__(self) -> None:
+        if self.now is not None:
+            _aware(self.now, "prune_jobs now")
+        _limit(self.limit, "prune_jobs limit")
+
 
 @dataclass(frozen=True, slots=True)
 class PruneDeadLettersParams:
     before: datetime
     """Dead-letter rows moved strictly before this go."""
     limit: int = 1000
+
+    def __post_init__(self) -> None:
+        _aware(self.before, "prune_dead_letters before")
+        _limit(self.limit, "prune_dead_letters limit")

@@ -627,7 +627,9 @@ class PostgresBackend:
 
     async def fire_schedule(self, params: FireScheduleParams, /) -> list[str] | None:
         jobs = list(params.jobs)
-        payload = ",".join(sorted({job.queue for job in jobs}))[:7000]
+        payload = ",".join(sorted({job.queue for job in jobs}))
+        if len(payload) > 7000:  # as in enqueue_jobs: an empty payload wakes every queue
+            payload = ""
         async with self._connection() as conn, conn.transaction():
             advanced = await conn.fetchval(
                 self._schedule_sql.advance,

@@ -1,6 +1,7 @@
 -- Delete at most `limit` done or cancelled rows whose expires_at <= now, oldest expiry first.
 -- ARGV: prefix, now (microseconds, '' = the server's clock), limit. Returns how many went.
--- The `exp` set holds only rows completed with an expiry; a row in any other status is left alone.
+-- The `exp` set holds rows completed with an expiry. An id whose row is gone, or is in any other
+-- status (it is never deleted here), leaves the set: a later completion adds it back.
 local now = ARGV[2]
 if now == '' then now = int(now_us()) end
 local ids = redis.call('ZRANGEBYSCORE', P .. 'exp', '-inf', now, 'LIMIT', 0, tonumber(ARGV[3]))
@@ -8,9 +9,9 @@ local deleted = 0
 for _, id in ipairs(ids) do
   local k = job_key(id)
   local f = redis.call('HMGET', k, 'status', 'queue')
-  if not f[1] then
+  if f[1] ~= 'done' and f[1] ~= 'cancelled' then
     redis.call('ZREM', P .. 'exp', id)
-  elseif f[1] == 'done' or f[1] == 'cancelled' then
+  else
     index_remove(id, f[2], f[1])
     redis.call('ZREM', P .. 'all', id)
     redis.call('ZREM', P .. 'q:' .. f[2], id)
