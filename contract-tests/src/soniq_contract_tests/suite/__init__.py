@@ -38,8 +38,8 @@ from soniq_contract_tests.suite.job_names import JobNamesContract
 from soniq_contract_tests.suite.nack import NackContract
 from soniq_contract_tests.suite.reads import ReadsContract
 from soniq_contract_tests.suite.recovery import StaleRecoveryContract
-from soniq_contract_tests.suite.retention import RetentionContract
 from soniq_contract_tests.suite.results_listing import ResultsListingContract
+from soniq_contract_tests.suite.retention import RetentionContract
 from soniq_contract_tests.suite.rolling_deploy import RollingDeployContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
 from soniq_contract_tests.suite.settle import SettleContract

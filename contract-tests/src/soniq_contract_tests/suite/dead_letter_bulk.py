@@ -119,4 +119,5 @@ class DeadLetterBulkContract:
             )
             assert changed.status is JobStatus.QUEUED
             again = await backend.get_dead_letter(GetDeadLetterParams(job_id=dead.id))
-            assert again is not None and again.resurrection_count == 2
+            assert again is not None
+            assert again.resurrection_count == 2

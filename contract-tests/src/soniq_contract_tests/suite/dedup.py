@@ -73,9 +73,7 @@ class DedupContract:
             assert await backend.enqueue_jobs(EnqueueJobsParams(jobs=[second])) in (None, [second.id])
             assert (await must_get(backend, second.id)).status is JobStatus.QUEUED
 
-    async def test_a_batch_mixes_new_keyed_unkeyed_and_existing_jobs_in_order(
-        self, contract: ContractHarness
-    ) -> None:
+    async def test_a_batch_mixes_new_keyed_unkeyed_and_existing_jobs_in_order(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
             held_key, new_key, queue = _key(), _key(), unique_queue()
             held = new_job(queue=queue, dedup_key=held_key)

@@ -32,9 +32,7 @@ def resolve_dedup_key(job_name: str, args: Mapping[str, Any], *, unique: bool, d
         if not isinstance(dedup_key, str) or not dedup_key:
             raise JobOptionsError(f"dedup_key must be a non-empty string, got {dedup_key!r}")
         if len(dedup_key) > MAX_DEDUP_KEY_LENGTH:
-            raise JobOptionsError(
-                f"dedup_key must be at most {MAX_DEDUP_KEY_LENGTH} characters, got {len(dedup_key)}"
-            )
+            raise JobOptionsError(f"dedup_key must be at most {MAX_DEDUP_KEY_LENGTH} characters, got {len(dedup_key)}")
         return dedup_key
     if not isinstance(unique, bool):
         raise JobOptionsError(f"unique must be True or False, got {unique!r}")
