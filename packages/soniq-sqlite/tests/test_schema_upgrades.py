@@ -39,9 +39,9 @@ def _file_at(path: Path, version: int) -> None:
             conn.execute("""UPDATE soniq_workers SET job_names = '["app.old"]' WHERE id = 'old'""")
 
 
-@pytest.mark.parametrize("start", [1, 2])
+@pytest.mark.parametrize("start", [1, 2, 3])
 async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start: int, db_path: Path) -> None:
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 5
     _file_at(db_path, start)
 
     backend = SQLiteBackend.from_url(f"sqlite:///{db_path}")
@@ -69,6 +69,8 @@ async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start:
         await backend.close()
 
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    assert names >= DASHBOARD_INDEXES
+        job_columns = {row[1] for row in conn.execute("PRAGMA table_info(soniq_jobs)")}
+    assert names >= {*DASHBOARD_INDEXES, "soniq_jobs_dedup"}
+    assert job_columns >= {"dedup_key", "producer_id"}

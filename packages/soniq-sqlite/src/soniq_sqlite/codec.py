@@ -86,6 +86,8 @@ def job_from_row(row: Row) -> JobRecord:
         started_at=from_us_or_none(row[14]),
         trace_context=trace if isinstance(trace, dict) else None,
         decode_error=join_problems(args_problem, result_problem),
+        dedup_key=row[16],
+        producer_id=row[17],
     )
 
 

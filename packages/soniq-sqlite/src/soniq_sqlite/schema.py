@@ -8,13 +8,16 @@ Version history:
   1 - soniq_jobs, soniq_dead_letter_jobs, soniq_workers (soniq-sqlite 0.2.0).
   2 - soniq_workers.job_names: the names a worker registered, JSON text (NULL before).
   3 - the dashboard reads' indexes; soniq_workers.state, state_changed_at, last_shutdown.
+  4 - reserved for issue 14 (schedules, leader lease, soniq_jobs.expires_at; branch sched-store).
+  5 - soniq_jobs.dedup_key and producer_id, and the partial unique index that makes a queued
+      row's dedup key exclusive (issue 12).
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -118,14 +121,32 @@ _VERSION_3 = (
     "ON soniq_dead_letter_jobs (queue, moved_to_dead_letter_at)",
 )
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2, 3: _VERSION_3}
+# -- issue 12 (compat-store) ---------------------------------------------------
+_VERSION_4: tuple[str, ...] = ()
+"""Placeholder: issue 14's step (sched-store) takes this number when the branches merge."""
+
+_VERSION_5 = (
+    "ALTER TABLE soniq_jobs ADD COLUMN dedup_key TEXT",
+    "ALTER TABLE soniq_jobs ADD COLUMN producer_id TEXT",
+    # At most one queued row per key: enqueue's upsert targets exactly this index.
+    "CREATE UNIQUE INDEX IF NOT EXISTS soniq_jobs_dedup ON soniq_jobs (dedup_key) "
+    "WHERE status = 'queued' AND dedup_key IS NOT NULL",
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: _VERSION_1,
+    2: _VERSION_2,
+    3: _VERSION_3,
+    4: _VERSION_4,
+    5: _VERSION_5,
+}
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
 TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers")
 
 JOB_COLUMNS = (
     "id, job_name, args, status, attempts, max_attempts, queue, priority, scheduled_at, "
-    "last_error, worker_id, result, created_at, updated_at, started_at, trace_context"
+    "last_error, worker_id, result, created_at, updated_at, started_at, trace_context, dedup_key, producer_id"
 )
 DEAD_LETTER_COLUMNS = (
     "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "
