@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -332,3 +332,110 @@ class DeleteDeadLettersParams:
 @dataclass(frozen=True, slots=True)
 class DeadLetterStatsParams:
     filter: DeadLetterFilter | None = None
+
+
+# -- schedules, leader lease, pruning (issue 14) -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertScheduleParams:
+    """A schedule's definition, inserted or replacing the one stored under `name`.
+
+    `next_run` is computed by core. On replace, the stored `next_run` is kept
+    when `cron`, `every_seconds` and `timezone` are unchanged (so re-declaring
+    a schedule as each worker starts loses no due run), unless `reset_next_run`.
+    `last_run`, `run_count`, `last_job_id` and `created_at` always survive.
+    """
+
+    name: str
+    job_name: str
+    next_run: datetime
+    cron: str | None = None
+    every_seconds: float | None = None
+    timezone: str = "UTC"
+    queue: str = "default"
+    priority: int = 100
+    max_attempts: int = 3
+    args: Mapping[str, Any] = field(default_factory=dict)
+    catch_up: str = "skip"
+    catch_up_limit: int = 1
+    paused: bool | None = None
+    """None keeps the stored value (False for a new schedule)."""
+    reset_next_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GetScheduleParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListSchedulesParams:
+    names: Sequence[str] | None = None
+    """Only these names (None: every schedule)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetSchedulePausedParams:
+    name: str
+    paused: bool
+    next_run: datetime | None = None
+    """Also store this `next_run` (core passes one when resuming); None keeps it."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveScheduleParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class DueSchedulesParams:
+    now: datetime | None = None
+    """Due means ``next_run <= now``; None: the store's clock."""
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FireScheduleParams:
+    """Advance one schedule and enqueue its runs, fenced on the `next_run` core read."""
+
+    name: str
+    expected_next_run: datetime
+    new_next_run: datetime
+    jobs: Sequence[NewJob]
+    """Inserted as `enqueue_jobs` would; empty to advance without a run (`skip`)."""
+    fired_at: datetime
+    """Stored as `last_run` when `jobs` is not empty."""
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireLeaseParams:
+    holder: str
+    ttl: float
+    """Seconds, on the store's clock, until the lease lapses unless renewed."""
+    name: str = "leader"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseLeaseParams:
+    holder: str
+    name: str = "leader"
+
+
+@dataclass(frozen=True, slots=True)
+class GetLeaseParams:
+    name: str = "leader"
+
+
+@dataclass(frozen=True, slots=True)
+class PruneJobsParams:
+    now: datetime | None = None
+    """Rows with ``expires_at <= now`` go; None: the store's clock."""
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PruneDeadLettersParams:
+    before: datetime
+    """Dead-letter rows moved strictly before this go."""
+    limit: int = 1000

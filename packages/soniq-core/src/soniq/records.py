@@ -293,3 +293,56 @@ class DeadLetterStats:
             "oldest_moved_at": self.oldest_moved_at,
             "newest_moved_at": self.newest_moved_at,
         }
+
+
+# -- schedules, leader lease, pruning (issue 14) -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """One `soniq_schedules` row: a recurring job's definition and its firing state.
+
+    The store keeps the timing fields (`cron`, `every_seconds`, `timezone`,
+    `catch_up`, `catch_up_limit`) as given and never interprets them; core
+    computes every `next_run`.
+    """
+
+    name: str
+    job_name: str
+    queue: str
+    priority: int
+    max_attempts: int
+    args: Mapping[str, Any]
+    cron: str | None
+    every_seconds: float | None
+    timezone: str
+    catch_up: str
+    """`skip`, `latest` or `all` (core's policy names)."""
+    catch_up_limit: int
+    paused: bool
+    next_run: datetime
+    last_run: datetime | None
+    run_count: int
+    last_job_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["args"] = dict(self.args)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """A held lease (one `soniq_leader` row), timestamps on the store's clock."""
+
+    name: str
+    holder: str
+    acquired_at: datetime
+    """When `holder` took the lease (renewals keep it)."""
+    renewed_at: datetime
+    expires_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

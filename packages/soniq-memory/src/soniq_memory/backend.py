@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -19,6 +19,7 @@ from typing import Any
 from soniq.backend import BackendCapabilities
 from soniq.errors import InvalidURLError, SoniqError
 from soniq.params import (
+    AcquireLeaseParams,
     CancelJobParams,
     ClaimJobsParams,
     CompleteJobsParams,
@@ -28,28 +29,39 @@ from soniq.params import (
     DeadLetterStatsParams,
     DeleteDeadLettersParams,
     DeleteJobParams,
+    DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
+    GetLeaseParams,
+    GetScheduleParams,
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
     JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
+    ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
     PrepareWorkerParams,
+    PruneDeadLettersParams,
+    PruneJobsParams,
     PurgeDeadLetterParams,
     QueueStatsParams,
     RegisterWorkerParams,
+    ReleaseLeaseParams,
+    RemoveScheduleParams,
     ReplayDeadLetterParams,
     RescueJobsParams,
     RetryJobParams,
+    SetSchedulePausedParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    UpsertScheduleParams,
     WaitForJobsParams,
 )
 from soniq.records import (
@@ -61,15 +73,18 @@ from soniq.records import (
     JobPage,
     JobRecord,
     JobStatus,
+    LeaseRecord,
+    NewJob,
     QueueCounts,
     QueueStats,
+    ScheduleRecord,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_memory import reads
+from soniq_memory import reads, schedules
 from soniq_memory.recovery import apply_rescue, find_stale
-from soniq_memory.store import MemoryStore, json_copy, named_stores
+from soniq_memory.store import MemoryStore, export, json_copy, named_stores
 
 _CAPABILITIES = BackendCapabilities(
     push_wakeup=True,
@@ -239,44 +254,49 @@ class MemoryBackend:
     async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
         if params.connection is not None:
             raise SoniqError("the memory backend has no transactional enqueue; pass connection=None")
+        with self._store.lock:
+            return self._insert_jobs(params.jobs)
+
+    def _insert_jobs(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Insert every job as `queued`, all or none (the caller holds the lock); returns the stored
+        ids, a job whose `dedup_key` a queued row holds getting that row's id."""
         store = self._store
-        with store.lock:
-            now = store.now()
-            seen: set[str] = set()
-            rows: list[JobRecord] = []
-            stored_ids: list[str] = []
-            # Build every row before writing any, so a bad job leaves the store untouched.
-            for job in params.jobs:
-                if job.id in seen or job.id in store.jobs:
-                    raise ValueError(f"a job with id {job.id!r} already exists")
-                holder = store.dedup_holder(job.dedup_key) if job.dedup_key is not None else None
-                if holder is not None:
-                    stored_ids.append(holder.id)
-                    continue
-                seen.add(job.id)
-                stored_ids.append(job.id)
-                rows.append(
-                    queued_row(
-                        id=job.id,
-                        job_name=job.job_name,
-                        args=job.args,
-                        queue=job.queue,
-                        priority=job.priority,
-                        scheduled_at=job.scheduled_at,
-                        max_attempts=job.max_attempts,
-                        now=now,
-                        trace_context=job.trace_context,
-                        dedup_key=job.dedup_key,
-                        producer_id=job.producer_id,
-                    )
+        now = store.now()
+        seen: set[str] = set()
+        rows: list[JobRecord] = []
+        stored_ids: list[str] = []
+        # Build every row before writing any, so a bad job leaves the store untouched.
+        for job in jobs:
+            if job.id in seen or job.id in store.jobs:
+                raise ValueError(f"a job with id {job.id!r} already exists")
+            holder = store.dedup_holder(job.dedup_key) if job.dedup_key is not None else None
+            if holder is not None:
+                stored_ids.append(holder.id)
+                continue
+            seen.add(job.id)
+            stored_ids.append(job.id)
+            rows.append(
+                queued_row(
+                    id=job.id,
+                    job_name=job.job_name,
+                    args=job.args,
+                    queue=job.queue,
+                    priority=job.priority,
+                    scheduled_at=job.scheduled_at,
+                    max_attempts=job.max_attempts,
+                    now=now,
+                    trace_context=job.trace_context,
+                    dedup_key=job.dedup_key,
+                    producer_id=job.producer_id,
                 )
-            for row in rows:
-                store.put_job(row)
-                if row.dedup_key is not None:
-                    store.dedup_holders[row.dedup_key] = row.id
-            for queue in {row.queue for row in rows}:
-                store.wake(queue)
-            return stored_ids
+            )
+        for row in rows:
+            store.put_job(row)
+            if row.dedup_key is not None:
+                store.dedup_holders[row.dedup_key] = row.id
+        for queue in {row.queue for row in rows}:
+            store.wake(queue)
+        return stored_ids
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         with self._store.lock:
@@ -665,3 +685,69 @@ class MemoryBackend:
 
     async def queue_names(self) -> list[str]:
         return reads.queue_names(self._store)
+
+    # -- schedules, leader lease, pruning (issue 14) -------------------------
+
+    async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
+        with self._store.lock:
+            return export(schedules.upsert(self._store, params))
+
+    async def get_schedule(self, params: GetScheduleParams, /) -> ScheduleRecord | None:
+        with self._store.lock:
+            row = self._store.schedules.get(params.name)
+            return export(row) if row is not None else None
+
+    async def list_schedules(self, params: ListSchedulesParams, /) -> list[ScheduleRecord]:
+        wanted = set(params.names) if params.names is not None else None
+        with self._store.lock:
+            rows = [row for row in self._store.schedules.values() if wanted is None or row.name in wanted]
+            return [export(row) for row in sorted(rows, key=lambda row: row.name)]
+
+    async def set_schedule_paused(self, params: SetSchedulePausedParams, /) -> bool:
+        with self._store.lock:
+            return schedules.set_paused(self._store, params)
+
+    async def remove_schedule(self, params: RemoveScheduleParams, /) -> bool:
+        with self._store.lock:
+            return self._store.schedules.pop(params.name, None) is not None
+
+    async def due_schedules(self, params: DueSchedulesParams, /) -> list[ScheduleRecord]:
+        with self._store.lock:
+            return [export(row) for row in schedules.due(self._store, params)]
+
+    async def fire_schedule(self, params: FireScheduleParams, /) -> list[str] | None:
+        store = self._store
+        with store.lock:
+            row = schedules.fenced(store, params.name, params.expected_next_run)
+            if row is None:
+                return None
+            ids = self._insert_jobs(params.jobs)
+            store.schedules[params.name] = replace(
+                row,
+                next_run=params.new_next_run,
+                run_count=row.run_count + len(ids),
+                last_run=params.fired_at if ids else row.last_run,
+                last_job_id=ids[-1] if ids else row.last_job_id,
+                updated_at=store.now(),
+            )
+            return ids
+
+    async def acquire_lease(self, params: AcquireLeaseParams, /) -> LeaseRecord | None:
+        with self._store.lock:
+            return schedules.acquire(self._store, params)
+
+    async def release_lease(self, params: ReleaseLeaseParams, /) -> bool:
+        with self._store.lock:
+            return schedules.release(self._store, params)
+
+    async def get_lease(self, params: GetLeaseParams, /) -> LeaseRecord | None:
+        with self._store.lock:
+            return schedules.current_lease(self._store, params.name)
+
+    async def prune_jobs(self, params: PruneJobsParams, /) -> int:
+        with self._store.lock:
+            return schedules.prune_jobs(self._store, params)
+
+    async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
+        with self._store.lock:
+            return schedules.prune_dead_letters(self._store, params)

@@ -15,6 +15,7 @@ import aiosqlite
 from soniq.backend import BackendCapabilities
 from soniq.errors import BackendUnavailableError, InvalidURLError, JobArgumentsError, SoniqError
 from soniq.params import (
+    AcquireLeaseParams,
     CancelJobParams,
     ClaimJobsParams,
     CompleteJobsParams,
@@ -24,29 +25,40 @@ from soniq.params import (
     DeadLetterStatsParams,
     DeleteDeadLettersParams,
     DeleteJobParams,
+    DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
+    GetLeaseParams,
+    GetScheduleParams,
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
     JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
+    ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
     PrepareWorkerParams,
+    PruneDeadLettersParams,
+    PruneJobsParams,
     PurgeDeadLetterParams,
     QueueStatsParams,
     RegisterWorkerParams,
+    ReleaseLeaseParams,
+    RemoveScheduleParams,
     ReplayDeadLetterParams,
     RescueAction,
     RescueJobsParams,
     RetryJobParams,
+    SetSchedulePausedParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    UpsertScheduleParams,
     WaitForJobsParams,
 )
 from soniq.records import (
@@ -57,13 +69,16 @@ from soniq.records import (
     JobPage,
     JobRecord,
     JobStatus,
+    LeaseRecord,
+    NewJob,
     QueueCounts,
     QueueStats,
+    ScheduleRecord,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_sqlite import reads, transitions
+from soniq_sqlite import reads, schedules, transitions
 from soniq_sqlite.codec import (
     claim_order,
     dead_letter_from_row,
@@ -212,12 +227,31 @@ class SQLiteBackend:
         if not jobs:
             return []
         await self.connect()
+        rows, due = self._job_rows(jobs)
+        if any(job.dedup_key is not None or job.producer_id is not None for job in jobs):
+            keyed = [(*row, job.dedup_key, job.producer_id) for row, job in zip(rows, jobs, strict=True)]
+
+            async def insert_each(conn: aiosqlite.Connection) -> list[str]:
+                return await insert_keyed(conn, keyed)
+
+            stored = await self._db.transaction(insert_each)
+            self._wakeups.notify(due)
+            return stored
+        if len(rows) == 1:
+            await self._db.execute(_INSERT_JOB, rows[0])
+        else:
+            await self._db.executemany(_INSERT_JOB, rows)
+        self._wakeups.notify(due)
+        return None
+
+    def _job_rows(self, jobs: Sequence[NewJob]) -> tuple[list[tuple[Any, ...]], set[str]]:
+        """`_INSERT_JOB`'s values for each job, and the queues that now have a due row."""
         # created_at strictly increases per instance (a microsecond per row at
         # least) so that claim order, which falls back to created_at, follows
         # the order in which jobs were given, within a batch and across calls.
         first = max(now_us(), self._last_created + 1)
         self._last_created = first + len(jobs) - 1
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         due: set[str] = set()
         for offset, job in enumerate(jobs):
             scheduled = to_us(job.scheduled_at)
@@ -239,25 +273,7 @@ class SQLiteBackend:
                     trace,
                 )
             )
-        if any(job.dedup_key is not None or job.producer_id is not None for job in jobs):
-            keyed = [(*row, job.dedup_key, job.producer_id) for row, job in zip(rows, jobs, strict=True)]
-
-            async def insert_each(conn: aiosqlite.Connection) -> list[str]:
-                stored: list[str] = []
-                for values in keyed:
-                    returned = list(await conn.execute_fetchall(_UPSERT_KEYED_JOB, values))
-                    stored.append(str(returned[0][0]))
-                return stored
-
-            stored = await self._db.transaction(insert_each)
-            self._wakeups.notify(due)
-            return stored
-        if len(rows) == 1:
-            await self._db.execute(_INSERT_JOB, rows[0])
-        else:
-            await self._db.executemany(_INSERT_JOB, rows)
-        self._wakeups.notify(due)
-        return None
+        return rows, due
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         await self.connect()
@@ -354,24 +370,26 @@ class SQLiteBackend:
             return deleted | await self.complete_jobs(CompleteJobsParams(worker_id=params.worker_id, results=rest))
         # A result that cannot be stored is left out (not reported as written, so
         # core settles that row); it never costs the rest of the batch.
-        pairs: list[tuple[str, str | None]] = []
+        triples: list[tuple[str, str | None, int | None]] = []
         for r in params.results:
             try:
-                pairs.append((r.job_id, dump_optional_json(r.result, what="the job's result")))
+                result = dump_optional_json(r.result, what="the job's result")
             except JobArgumentsError:
                 continue
-        if not pairs:
+            triples.append((r.job_id, result, None if r.expires_at is None else to_us(r.expires_at)))
+        if not triples:
             return set()
         await self.connect()
         now, worker_id = now_us(), params.worker_id
         statements = []
-        for chunk in _chunks(pairs, _VALUES_PER_STATEMENT // 2):
+        for chunk in _chunks(triples, _VALUES_PER_STATEMENT // 3):
             sql = (
-                "UPDATE soniq_jobs SET status = 'done', result = r.column2, worker_id = NULL, updated_at = ? "
-                f"FROM (VALUES {', '.join('(?, ?)' for _ in chunk)}) AS r WHERE soniq_jobs.id = r.column1 "
+                "UPDATE soniq_jobs SET status = 'done', result = r.column2, worker_id = NULL, updated_at = ?, "
+                f"expires_at = r.column3 FROM (VALUES {', '.join('(?, ?, ?)' for _ in chunk)}) AS r "
+                "WHERE soniq_jobs.id = r.column1 "
                 "AND soniq_jobs.status = 'processing' AND soniq_jobs.worker_id = ? RETURNING soniq_jobs.id"
             )
-            statements.append((sql, (now, *(value for pair in chunk for value in pair), worker_id)))
+            statements.append((sql, (now, *(value for triple in chunk for value in triple), worker_id)))
         try:
             if len(statements) == 1:
                 # One statement is atomic on its own: no BEGIN and COMMIT round trips on the hot path.
@@ -387,18 +405,20 @@ class SQLiteBackend:
         except BackendUnavailableError:
             raise
         except (sqlite3.Error, ValueError, OverflowError):
-            return await self._complete_one_by_one(pairs, now, worker_id)
+            return await self._complete_one_by_one(triples, now, worker_id)
 
-    async def _complete_one_by_one(self, pairs: list[tuple[str, str | None]], now: int, worker_id: str) -> set[str]:
+    async def _complete_one_by_one(
+        self, triples: list[tuple[str, str | None, int | None]], now: int, worker_id: str
+    ) -> set[str]:
         """The batch failed for a reason other than the store being gone: write the
         rows the store accepts; each bad one stays `processing` for core to settle."""
         written: set[str] = set()
-        for job_id, result in pairs:
+        for job_id, result, expires_at in triples:
             try:
                 rows = await self._db.fetchall(
-                    "UPDATE soniq_jobs SET status = 'done', result = ?, worker_id = NULL, updated_at = ? "
-                    "WHERE id = ? AND status = 'processing' AND worker_id = ? RETURNING id",
-                    (result, now, job_id, worker_id),
+                    "UPDATE soniq_jobs SET status = 'done', result = ?, worker_id = NULL, updated_at = ?, "
+                    "expires_at = ? WHERE id = ? AND status = 'processing' AND worker_id = ? RETURNING id",
+                    (result, now, expires_at, job_id, worker_id),
                 )
             except BackendUnavailableError:
                 raise
@@ -671,6 +691,84 @@ class SQLiteBackend:
     async def queue_names(self) -> list[str]:
         await self.connect()
         return await reads.queue_names(self._db)
+
+    # -- schedules, leader lease, pruning (issue 14; soniq_sqlite.schedules) ---
+
+    async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
+        await self.connect()
+        return await schedules.upsert(self._db, params)
+
+    async def get_schedule(self, params: GetScheduleParams, /) -> ScheduleRecord | None:
+        await self.connect()
+        found = await schedules.select(self._db, [params.name])
+        return found[0] if found else None
+
+    async def list_schedules(self, params: ListSchedulesParams, /) -> list[ScheduleRecord]:
+        await self.connect()
+        return await schedules.select(self._db, None if params.names is None else list(params.names))
+
+    async def set_schedule_paused(self, params: SetSchedulePausedParams, /) -> bool:
+        await self.connect()
+        return await schedules.set_paused(self._db, params)
+
+    async def remove_schedule(self, params: RemoveScheduleParams, /) -> bool:
+        await self.connect()
+        return await self._db.execute("DELETE FROM soniq_schedules WHERE name = ?", (params.name,)) == 1
+
+    async def due_schedules(self, params: DueSchedulesParams, /) -> list[ScheduleRecord]:
+        await self.connect()
+        return await schedules.due(self._db, params)
+
+    async def fire_schedule(self, params: FireScheduleParams, /) -> list[str] | None:
+        await self.connect()
+        jobs = list(params.jobs)
+        rows, due = self._job_rows(jobs)
+
+        async def body(conn: aiosqlite.Connection) -> list[str] | None:
+            if not await schedules.advance(conn, params):
+                return None
+            if rows:
+                await conn.executemany(_INSERT_JOB, rows)
+            return [job.id for job in jobs]
+
+        fired = await self._db.transaction(body)
+        if fired:
+            self._wakeups.notify(due)
+        return fired
+
+    async def acquire_lease(self, params: AcquireLeaseParams, /) -> LeaseRecord | None:
+        await self.connect()
+        return await schedules.acquire(self._db, params)
+
+    async def release_lease(self, params: ReleaseLeaseParams, /) -> bool:
+        await self.connect()
+        return (
+            await self._db.execute(
+                "DELETE FROM soniq_leader WHERE name = ? AND holder = ?", (params.name, params.holder)
+            )
+            == 1
+        )
+
+    async def get_lease(self, params: GetLeaseParams, /) -> LeaseRecord | None:
+        await self.connect()
+        return await schedules.current_lease(self._db, params.name)
+
+    async def prune_jobs(self, params: PruneJobsParams, /) -> int:
+        await self.connect()
+        return await schedules.prune_jobs(self._db, params)
+
+    async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
+        await self.connect()
+        return await schedules.prune_dead_letters(self._db, params)
+
+
+async def insert_keyed(conn: aiosqlite.Connection, keyed: Sequence[tuple[Any, ...]]) -> list[str]:
+    """`_UPSERT_KEYED_JOB` for each row, inside the caller's transaction; the stored id of each."""
+    stored: list[str] = []
+    for values in keyed:
+        returned = list(await conn.execute_fetchall(_UPSERT_KEYED_JOB, values))
+        stored.append(str(returned[0][0]))
+    return stored
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
