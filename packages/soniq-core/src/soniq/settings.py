@@ -115,6 +115,10 @@ class Settings:
     allow_no_jobs: bool = False
     max_result_bytes: int = 1_048_576
     cancel_grace_seconds: float = 5.0
+    # -- issue 12 (compat-store) --
+    result_ttl: float | None = None
+    """Seconds a finished job's row is kept: None forever, 0 deleted on completion (see soniq.retention)."""
+    # -- end issue 12 (compat-store) --
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks and error trackers: never with the database password.
@@ -295,4 +299,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "allow_no_jobs": _parse_bool,
     "max_result_bytes": _at_least(1),
     "cancel_grace_seconds": _non_negative,
+    # -- issue 12 (compat-store) --
+    "result_ttl": _optional_non_negative,
+    # -- end issue 12 (compat-store) --
 }
