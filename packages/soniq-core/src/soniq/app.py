@@ -498,8 +498,10 @@ class Soniq:
             error = exc
             raise
         finally:
-            for job in unique_jobs if bus.wants("on_enqueue_end") else ():
-                bus.enqueue_end(EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue), error)
+            # A job the store deduplicated is reported under the id it was given: the existing one.
+            reported = [job.id for job in unique_jobs] if stored is None else list(stored)
+            for job, job_id in zip(unique_jobs, reported, strict=False) if bus.wants("on_enqueue_end") else ():
+                bus.enqueue_end(EnqueueEvent(job_id=job_id, job_name=job.job_name, queue=job.queue), error)
         ids = [job.id for job in unique_jobs] if stored is None else list(stored)
         return [ids[position] for position in positions]
 
