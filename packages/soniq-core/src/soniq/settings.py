@@ -131,6 +131,10 @@ class Settings:
     dead_letter_retention_days: float | None = None
     """Dead-letter rows older than this many days are deleted by the leader; None keeps them forever."""
     # -- end issue 14 --
+    # -- issue 12 (compat-store) --
+    result_ttl: float | None = None
+    """Seconds a finished job's row is kept: None forever, 0 deleted on completion (see soniq.retention)."""
+    # -- end issue 12 (compat-store) --
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks and error trackers: never with the database password.
@@ -320,4 +324,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "prune_pause": _non_negative,
     "dead_letter_retention_days": _optional_positive,
     # -- end issue 14 --
+    # -- issue 12 (compat-store) --
+    "result_ttl": _optional_non_negative,
+    # -- end issue 12 (compat-store) --
 }
