@@ -42,7 +42,7 @@ def _file_at(path: Path, version: int) -> None:
 
 @pytest.mark.parametrize("start", [1, 2, 3])
 async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start: int, db_path: Path) -> None:
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     _file_at(db_path, start)
 
     backend = SQLiteBackend.from_url(f"sqlite:///{db_path}")
@@ -70,11 +70,13 @@ async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start:
         await backend.close()
 
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    assert names >= DASHBOARD_INDEXES | {"soniq_jobs_expires", "soniq_schedules_due"}
+        job_columns = {row[1] for row in conn.execute("PRAGMA table_info(soniq_jobs)")}
+    assert names >= DASHBOARD_INDEXES | {"soniq_jobs_expires", "soniq_schedules_due", "soniq_jobs_dedup"}
     assert tables >= {"soniq_schedules", "soniq_leader"}
+    assert job_columns >= {"dedup_key", "producer_id", "expires_at"}
 
 
 async def test_jobs_of_a_version_3_file_survive_the_upgrade_without_an_expiry(db_path: Path) -> None:
@@ -89,6 +91,7 @@ async def test_jobs_of_a_version_3_file_survive_the_upgrade_without_an_expiry(db
         row = await backend.get_job(GetJobParams(job_id="old-done"))
         assert row is not None
         assert row.expires_at is None
+        assert row.dedup_key is None
         assert await backend.prune_jobs(PruneJobsParams(limit=10)) == 0
     finally:
         await backend.close()

@@ -39,6 +39,9 @@ from soniq.params import (
     CompleteJobsParams,
     DeadLetterJobParams,
     DeadLetterPageParams,
+    DeadLetterStatsParams,
+    DeleteDeadLettersParams,
+    DeleteJobParams,
     DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
@@ -78,6 +81,7 @@ from soniq.records import (
     ActivityBucket,
     DeadLetterPage,
     DeadLetterRecord,
+    DeadLetterStats,
     JobPage,
     JobRecord,
     LeaseRecord,
@@ -143,13 +147,23 @@ class Backend(Protocol):
 
     # -- producers ---------------------------------------------------------
 
-    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
         """Insert every job as `queued` with `attempts = 0`, all or none.
 
         With `connection`, the insert runs on that driver connection inside the
         caller's transaction (only when `capabilities.transactional_enqueue`):
         nothing is committed by the backend, and a rollback means the jobs never
-        existed. Wakes waiting workers (on commit, when in a transaction)."""
+        existed. Wakes waiting workers (on commit, when in a transaction).
+
+        Deduplication (issue 12): a job with a `dedup_key` that a `queued` row
+        already holds is not inserted; its place in the returned list is that
+        row's id. The store enforces it atomically (a unique index, a script),
+        so producers racing on one key, in any number of processes, store
+        exactly one row and all get its id. A claim releases the key (the row's
+        `dedup_key` becomes None); cancel and dead-letter release it too. Core
+        never sends two jobs with the same key in one call. Stores `producer_id`.
+        Returns the stored id of every job, in order; None means every job was
+        inserted under its own id (what a backend without deduplication returns)."""
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         """The row, or None when no `soniq_jobs` row has that id."""
@@ -186,7 +200,8 @@ class Backend(Protocol):
         """For each ``JobResult`` this worker still owns: ``status = 'done'``, store
         the JSON `result`, ``worker_id = NULL``. Each row fenced on its own, in one
         round trip; a row the worker lost is skipped, never the batch. Returns
-        the ids actually written."""
+        the ids actually written. A result with `delete_row` (``result_ttl = 0``)
+        deletes its row instead, under the same fence, and counts as written."""
 
     async def retry_job(self, params: RetryJobParams, /) -> bool:
         """A failed run: ``attempts += 1``, ``last_error = error``, back to `queued`
@@ -286,13 +301,30 @@ class Backend(Protocol):
 
     async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
         """In one transaction insert a fresh `queued` row with id `new_job_id`
-        (same name, args, queue, priority and `max_attempts`, ``attempts = 0``)
+        (same name and args; queue, priority and `max_attempts` from the params where
+        given, else the dead-letter row's; ``attempts = params.attempts``, 0 by default)
         and on the dead-letter row ``resurrection_count += 1`` and
         ``last_resurrection_at = now``. The dead-letter row stays for the
         record. Returns the new id, or None when there is no such row."""
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         """Delete the dead-letter row. False when there was none."""
+
+    # -- issue 12 (compat-store) additions ------------------------------------
+    #
+    # `list_dead_letter` also honours `ListDeadLetterParams.filter`.
+
+    async def delete_job(self, params: DeleteJobParams, /) -> bool:
+        """Delete the `soniq_jobs` row whatever its status. False when there was none.
+        A worker still running it then finds its fenced writes apply to nothing."""
+
+    async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
+        """Delete at most `limit` dead-letter rows matching `filter`, oldest
+        `moved_to_dead_letter_at` first, in one short statement or script; returns
+        their ids. Core repeats the call until it returns fewer than `limit`."""
+
+    async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
+        """Counts over the dead-letter rows matching `filter` (None: all), in one read."""
 
     # -- dashboard reads (protocol 2 additions) -----------------------------
     #

@@ -79,6 +79,8 @@ class JobResult:
     result: Any
     expires_at: datetime | None = None
     """Stored on the row as `expires_at`: when `prune_jobs` may delete it (None: never)."""
+    delete_row: bool = False
+    """`result_ttl = 0` (issue 12): delete the row, fenced as a completion, instead of storing it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +220,8 @@ class ListDeadLetterParams:
     queue: str | None = None
     limit: int = 100
     offset: int = 0
+    filter: DeadLetterFilter | None = None
+    """Only rows matching it too (issue 12); None: every row (of `queue`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +234,12 @@ class ReplayDeadLetterParams:
     job_id: str
     new_job_id: str
     scheduled_at: datetime
+    # -- issue 12 (compat-store): overrides; None keeps the dead-letter row's value --
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    attempts: int = 0
+    """The new row's `attempts` (core passes the dead row's count when not resetting)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +297,41 @@ class DeadLetterPageParams:
     """As on `JobPageParams`: the original job id, or a `job_name` prefix."""
     before: JobCursor | None = None
     limit: int = 50
+
+
+# -- issue 12 (compat-store): deleting jobs, dead-letter filters and bulk ops -----
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteJobParams:
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterFilter:
+    """Which dead-letter rows an operation applies to; every given field must match."""
+
+    job_names: Sequence[str] | None = None
+    queues: Sequence[str] | None = None
+    reasons: Sequence[str] | None = None
+    moved_from: datetime | None = None
+    """``moved_to_dead_letter_at >= moved_from``."""
+    moved_to: datetime | None = None
+    """``moved_to_dead_letter_at <= moved_to``."""
+    resurrected: bool | None = None
+    """True: only rows replayed at least once; False: only never-replayed rows."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteDeadLettersParams:
+    filter: DeadLetterFilter
+    limit: int = 1000
+    """At most this many rows per call, oldest `moved_to_dead_letter_at` first."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterStatsParams:
+    filter: DeadLetterFilter | None = None
 
 
 # -- schedules, leader lease, pruning (issue 14) -------------------------------

@@ -76,6 +76,12 @@ class NewJob:
     trace_context: Mapping[str, str] | None = None
     args_json: str | None = None
     """`args` as compact JSON text, when core already encoded it; a backend may store it as is."""
+    # -- issue 12 (compat-store): deduplication and the producer -------------
+    dedup_key: str | None = None
+    """While a `queued` row holds this key, enqueueing another job with it stores nothing
+    and returns that row's id (see `Backend.enqueue_jobs`). None: no deduplication."""
+    producer_id: str | None = None
+    """Who enqueued the job (a service name), stored as is; None when not given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +114,10 @@ class JobRecord:
     decoded (then `args` is empty and/or `result` None); core dead-letters such a row."""
     expires_at: datetime | None = None
     """When a finished row may be pruned (issue 14); None: kept until deleted by hand."""
+    # -- issue 12 (compat-store) ---------------------------------------------
+    dedup_key: str | None = None
+    """The key the row holds while `queued`; a claim releases it (then None)."""
+    producer_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -255,6 +265,34 @@ class JobPage:
 class DeadLetterPage:
     rows: list[DeadLetterRecord]
     next_cursor: JobCursor | None
+
+
+# -- issue 12 (compat-store): dead-letter statistics -----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterStats:
+    """Counts over the dead-letter rows a `DeadLetterFilter` matches."""
+
+    total: int = 0
+    by_job_name: Mapping[str, int] = field(default_factory=dict)
+    by_queue: Mapping[str, int] = field(default_factory=dict)
+    by_reason: Mapping[str, int] = field(default_factory=dict)
+    resurrected: int = 0
+    """Rows replayed at least once (`resurrection_count > 0`)."""
+    oldest_moved_at: datetime | None = None
+    newest_moved_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "by_job_name": dict(sorted(self.by_job_name.items())),
+            "by_queue": dict(sorted(self.by_queue.items())),
+            "by_reason": dict(sorted(self.by_reason.items())),
+            "resurrected": self.resurrected,
+            "oldest_moved_at": self.oldest_moved_at,
+            "newest_moved_at": self.newest_moved_at,
+        }
 
 
 # -- schedules, leader lease, pruning (issue 14) -------------------------------

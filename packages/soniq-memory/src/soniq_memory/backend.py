@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -22,8 +23,12 @@ from soniq.params import (
     CancelJobParams,
     ClaimJobsParams,
     CompleteJobsParams,
+    DeadLetterFilter,
     DeadLetterJobParams,
     DeadLetterPageParams,
+    DeadLetterStatsParams,
+    DeleteDeadLettersParams,
+    DeleteJobParams,
     DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
@@ -64,6 +69,7 @@ from soniq.records import (
     DeadLetterPage,
     DeadLetterReason,
     DeadLetterRecord,
+    DeadLetterStats,
     JobPage,
     JobRecord,
     JobStatus,
@@ -99,6 +105,9 @@ def queued_row(
     max_attempts: int,
     now: datetime,
     trace_context: Mapping[str, str] | None = None,
+    dedup_key: str | None = None,
+    producer_id: str | None = None,
+    attempts: int = 0,
 ) -> JobRecord:
     """A fresh `queued` row that has never run (what enqueue and replay insert)."""
     return JobRecord(
@@ -106,7 +115,7 @@ def queued_row(
         job_name=job_name,
         args=json_copy(dict(args), what="job args"),
         status=JobStatus.QUEUED,
-        attempts=0,
+        attempts=attempts,
         max_attempts=max_attempts,
         queue=queue,
         priority=priority,
@@ -118,6 +127,21 @@ def queued_row(
         updated_at=now,
         started_at=None,
         trace_context=dict(trace_context) if trace_context is not None else None,
+        dedup_key=dedup_key,
+        producer_id=producer_id,
+    )
+
+
+def dead_letter_matches(wanted: DeadLetterFilter, row: DeadLetterRecord) -> bool:
+    """Whether a dead-letter row passes every field of the filter."""
+    moved = row.moved_to_dead_letter_at
+    return (
+        (wanted.job_names is None or row.job_name in wanted.job_names)
+        and (wanted.queues is None or row.queue in wanted.queues)
+        and (wanted.reasons is None or row.dead_letter_reason in wanted.reasons)
+        and (wanted.moved_from is None or moved >= wanted.moved_from)
+        and (wanted.moved_to is None or moved <= wanted.moved_to)
+        and (wanted.resurrected is None or (row.resurrection_count > 0) == wanted.resurrected)
     )
 
 
@@ -227,23 +251,30 @@ class MemoryBackend:
 
     # -- producers -------------------------------------------------------------
 
-    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
         if params.connection is not None:
             raise SoniqError("the memory backend has no transactional enqueue; pass connection=None")
         with self._store.lock:
-            self._insert_jobs(params.jobs)
+            return self._insert_jobs(params.jobs)
 
     def _insert_jobs(self, jobs: Sequence[NewJob]) -> list[str]:
-        """Insert every job as `queued`, all or none (the caller holds the lock)."""
+        """Insert every job as `queued`, all or none (the caller holds the lock); returns the stored
+        ids, a job whose `dedup_key` a queued row holds getting that row's id."""
         store = self._store
         now = store.now()
         seen: set[str] = set()
         rows: list[JobRecord] = []
+        stored_ids: list[str] = []
         # Build every row before writing any, so a bad job leaves the store untouched.
         for job in jobs:
             if job.id in seen or job.id in store.jobs:
                 raise ValueError(f"a job with id {job.id!r} already exists")
+            holder = store.dedup_holder(job.dedup_key) if job.dedup_key is not None else None
+            if holder is not None:
+                stored_ids.append(holder.id)
+                continue
             seen.add(job.id)
+            stored_ids.append(job.id)
             rows.append(
                 queued_row(
                     id=job.id,
@@ -255,13 +286,17 @@ class MemoryBackend:
                     max_attempts=job.max_attempts,
                     now=now,
                     trace_context=job.trace_context,
+                    dedup_key=job.dedup_key,
+                    producer_id=job.producer_id,
                 )
             )
         for row in rows:
             store.put_job(row)
+            if row.dedup_key is not None:
+                store.dedup_holders[row.dedup_key] = row.id
         for queue in {row.queue for row in rows}:
             store.wake(queue)
-        return [row.id for row in rows]
+        return stored_ids
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         with self._store.lock:
@@ -317,6 +352,7 @@ class MemoryBackend:
                     worker_id=worker_id,
                     updated_at=now,
                     started_at=now if mark_started else None,
+                    dedup_key=None,
                 )
                 store.put_job(updated)
                 claimed.append(store.export_job(updated))
@@ -346,26 +382,28 @@ class MemoryBackend:
         store = self._store
         with store.lock:
             # Serialise every result first: one that is not JSON must not leave the batch half-written.
-            stored = [
-                (item.job_id, json_copy(item.result, what="job result"), item.expires_at) for item in params.results
-            ]
+            stored = [(item, json_copy(item.result, what="job result")) for item in params.results]
             written: set[str] = set()
             now = store.now()
-            for job_id, result, expires_at in stored:
-                row = self._owned(job_id, params.worker_id)
+            for item, result in stored:
+                row = self._owned(item.job_id, params.worker_id)
                 if row is None:
                     continue
-                store.put_job(
-                    replace(
-                        row,
-                        status=JobStatus.DONE,
-                        result=result,
-                        worker_id=None,
-                        updated_at=now,
-                        expires_at=expires_at,
+                if item.delete_row:
+                    del store.jobs[item.job_id]
+                    store.raw_args.pop(item.job_id, None)
+                else:
+                    store.put_job(
+                        replace(
+                            row,
+                            status=JobStatus.DONE,
+                            result=result,
+                            worker_id=None,
+                            updated_at=now,
+                            expires_at=item.expires_at,
+                        )
                     )
-                )
-                written.add(job_id)
+                written.add(item.job_id)
             return written
 
     async def retry_job(self, params: RetryJobParams, /) -> bool:
@@ -542,8 +580,13 @@ class MemoryBackend:
 
     async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
         queue, limit, offset = params.queue, params.limit, params.offset
+        wanted = params.filter
         with self._store.lock:
-            rows = [row for row in self._store.dead_letters.values() if queue is None or row.queue == queue]
+            rows = [
+                row
+                for row in self._store.dead_letters.values()
+                if (queue is None or row.queue == queue) and (wanted is None or dead_letter_matches(wanted, row))
+            ]
             rows.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id), reverse=True)
             return [self._store.export_dead(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
 
@@ -567,11 +610,12 @@ class MemoryBackend:
                     id=new_job_id,
                     job_name=dead.job_name,
                     args=dead.args,
-                    queue=dead.queue,
-                    priority=dead.priority,
+                    queue=params.queue if params.queue is not None else dead.queue,
+                    priority=params.priority if params.priority is not None else dead.priority,
                     scheduled_at=scheduled_at,
-                    max_attempts=dead.max_attempts,
+                    max_attempts=params.max_attempts if params.max_attempts is not None else dead.max_attempts,
                     now=now,
+                    attempts=params.attempts,
                 )
             )
             raw = store.dead_raw_args.get(job_id)
@@ -580,13 +624,50 @@ class MemoryBackend:
             store.dead_letters[job_id] = replace(
                 dead, resurrection_count=dead.resurrection_count + 1, last_resurrection_at=now
             )
-            store.wake(dead.queue)
+            store.wake(params.queue if params.queue is not None else dead.queue)
             return new_job_id
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         with self._store.lock:
             self._store.dead_raw_args.pop(params.job_id, None)
             return self._store.dead_letters.pop(params.job_id, None) is not None
+
+    # -- issue 12 (compat-store): deleting jobs and bulk dead-letter operations --
+
+    async def delete_job(self, params: DeleteJobParams, /) -> bool:
+        store = self._store
+        with store.lock:
+            store.raw_args.pop(params.job_id, None)
+            return store.jobs.pop(params.job_id, None) is not None
+
+    async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
+        store = self._store
+        with store.lock:
+            matching = [row for row in store.dead_letters.values() if dead_letter_matches(params.filter, row)]
+            matching.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id))
+            deleted = {row.id for row in matching[: max(params.limit, 0)]}
+            for job_id in deleted:
+                del store.dead_letters[job_id]
+                store.dead_raw_args.pop(job_id, None)
+            return deleted
+
+    async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
+        with self._store.lock:
+            rows = [
+                row
+                for row in self._store.dead_letters.values()
+                if params.filter is None or dead_letter_matches(params.filter, row)
+            ]
+            moved = [row.moved_to_dead_letter_at for row in rows]
+            return DeadLetterStats(
+                total=len(rows),
+                by_job_name=dict(Counter(row.job_name for row in rows)),
+                by_queue=dict(Counter(row.queue for row in rows)),
+                by_reason=dict(Counter(row.dead_letter_reason for row in rows)),
+                resurrected=sum(1 for row in rows if row.resurrection_count > 0),
+                oldest_moved_at=min(moved) if moved else None,
+                newest_moved_at=max(moved) if moved else None,
+            )
 
     # -- dashboard reads (soniq_memory.reads) ----------------------------------
 

@@ -67,6 +67,8 @@ class MemoryStore:
     raw_args: dict[str, str] = field(default_factory=dict)
     """Job id -> args text that replaces the row's decoded args (`put_raw_args`, for tests)."""
     dead_raw_args: dict[str, str] = field(default_factory=dict)
+    dedup_holders: dict[str, str] = field(default_factory=dict)
+    """Dedup key -> id of the row that last took it; valid only while that row is queued with that key."""
     schedules: dict[str, ScheduleRecord] = field(default_factory=dict)
     leases: dict[str, LeaseRecord] = field(default_factory=dict)
     _last_now: datetime = field(default_factory=lambda: datetime.now(UTC))
@@ -120,6 +122,7 @@ class MemoryStore:
         self.workers.clear()
         self.raw_args.clear()
         self.dead_raw_args.clear()
+        self.dedup_holders.clear()
         self.schedules.clear()
         self.leases.clear()
 
@@ -139,6 +142,14 @@ class MemoryStore:
             return copied
         args, error = decode_args(raw)
         return replace(copied, args=args, decode_error=error)
+
+    def dedup_holder(self, key: str) -> JobRecord | None:
+        """The `queued` row holding `key`, if any (a claimed, cancelled or moved row no longer does)."""
+        job_id = self.dedup_holders.get(key)
+        row = self.jobs.get(job_id) if job_id is not None else None
+        if row is None or row.status is not JobStatus.QUEUED or row.dedup_key != key:
+            return None
+        return row
 
     # -- wake-up -------------------------------------------------------------
 

@@ -9,13 +9,15 @@ Version history:
   2 - soniq_workers.job_names: the names a worker registered, JSON text (NULL before).
   3 - the dashboard reads' indexes; soniq_workers.state, state_changed_at, last_shutdown.
   4 - soniq_schedules, soniq_leader, soniq_jobs.expires_at with its partial index (issue 14).
+  5 - soniq_jobs.dedup_key and producer_id, and the partial unique index that makes a queued
+      row's dedup key exclusive (issue 12).
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -157,14 +159,30 @@ _VERSION_4 = (
     "CREATE INDEX IF NOT EXISTS soniq_jobs_expires ON soniq_jobs (expires_at) WHERE expires_at IS NOT NULL",
 )
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2, 3: _VERSION_3, 4: _VERSION_4}
+# -- issue 12 (compat-store) ---------------------------------------------------
+_VERSION_5 = (
+    "ALTER TABLE soniq_jobs ADD COLUMN dedup_key TEXT",
+    "ALTER TABLE soniq_jobs ADD COLUMN producer_id TEXT",
+    # At most one queued row per key: enqueue's upsert targets exactly this index.
+    "CREATE UNIQUE INDEX IF NOT EXISTS soniq_jobs_dedup ON soniq_jobs (dedup_key) "
+    "WHERE status = 'queued' AND dedup_key IS NOT NULL",
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: _VERSION_1,
+    2: _VERSION_2,
+    3: _VERSION_3,
+    4: _VERSION_4,
+    5: _VERSION_5,
+}
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
 TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers", "soniq_schedules", "soniq_leader")
 
 JOB_COLUMNS = (
     "id, job_name, args, status, attempts, max_attempts, queue, priority, scheduled_at, "
-    "last_error, worker_id, result, created_at, updated_at, started_at, trace_context, expires_at"
+    "last_error, worker_id, result, created_at, updated_at, started_at, trace_context, expires_at, "
+    "dedup_key, producer_id"
 )
 DEAD_LETTER_COLUMNS = (
     "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "
