@@ -72,6 +72,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -88,6 +89,7 @@ from soniq.records import (
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
     StaleScan,
     WorkerRecord,
 )
@@ -419,3 +421,15 @@ class Backend(Protocol):
     async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
         """Delete at most `limit` dead-letter rows with ``moved_to_dead_letter_at < before``.
         Returns how many it deleted."""
+
+    # -- issue 13: schema families and upgrades ------------------------------
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        """`setup` with a report: detect the schema family (`soniq.schema_state.SchemaFamily`)
+        and bring it to this release's schema, all or nothing, serialised across processes
+        (several at once apply each step once). A soniq 0.1.0 schema is upgraded in place
+        keeping every row, unless 0.1.0 workers still heartbeat into it (then
+        `LegacyWorkersActiveError`, unless `force`). A newer, mixed or unknown schema raises
+        `SchemaStateError` with nothing changed. With `dry_run` nothing is changed and the
+        report lists what would run. Stores without a schema report `"soniq"` and nothing
+        pending."""

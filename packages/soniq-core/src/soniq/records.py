@@ -346,3 +346,26 @@ class LeaseRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# --- issue 13: schema upgrades (setup_schema) ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaReport:
+    """Where a store's schema stands, and what `setup_schema` did (or, on a dry run, would do)."""
+
+    family: str
+    """A `soniq.schema_state.SchemaFamily` value: the schema found before this call."""
+    applied: tuple[int, ...]
+    """Migration versions recorded before this call."""
+    pending: tuple[int, ...]
+    """Versions this call applied (or would apply); empty when the schema was current."""
+    statements: tuple[str, ...] = ()
+    """The SQL run (or to run), in order; empty for stores without SQL."""
+    upgraded_from: str | None = None
+    """``"soniq-0.1.0"`` when this call upgraded (or would upgrade) a 0.1.0 schema."""
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

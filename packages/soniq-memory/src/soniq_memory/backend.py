@@ -59,6 +59,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -78,6 +79,7 @@ from soniq.records import (
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
@@ -239,6 +241,10 @@ class MemoryBackend:
 
     async def setup(self) -> None:
         return None
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        # A process-local store has no schema to detect or migrate.
+        return SchemaReport(family="soniq", applied=(), pending=(), dry_run=params.dry_run)
 
     async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         if params.concurrency < 1:

@@ -56,6 +56,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -73,11 +74,12 @@ from soniq.records import (
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_postgres import migrations, reads, schedules
+from soniq_postgres import migrations, reads, schedules, schema_setup
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
@@ -203,8 +205,15 @@ class PostgresBackend:
             await _close_pool(pool)
 
     async def setup(self) -> None:
-        await self._ensure_pool()
-        await self._migrate(only_if_missing=False)
+        await self.setup_schema(SetupSchemaParams())
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        pool = await self._ensure_pool()
+        async with translated(self._options), pool.acquire() as conn:
+            report = await schema_setup.setup_schema(conn, self._options.schema, params, explicit=True)
+        if not params.dry_run:
+            self._schema_ready = True
+        return report
 
     async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         await self._ensure_pool()
@@ -709,7 +718,9 @@ class PostgresBackend:
         assert self._pool is not None
         async with translated(self._options), self._pool.acquire() as conn:
             if not (only_if_missing and await migrations.is_current(conn, self._options.schema)):
-                await migrations.migrate(conn, self._options.schema)
+                await schema_setup.setup_schema(
+                    conn, self._options.schema, SetupSchemaParams(), explicit=not only_if_missing
+                )
         self._schema_ready = True
 
     @asynccontextmanager

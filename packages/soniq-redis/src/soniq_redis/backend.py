@@ -60,6 +60,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -77,6 +78,7 @@ from soniq.records import (
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
@@ -217,6 +219,17 @@ class RedisBackend:
         client, _ = await self._ready()
         with translated_errors(self._target):
             await self._ensure_schema(client)
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            stored = await client.get(self.keys.schema)
+            if not params.dry_run:
+                await self._ensure_schema(client)
+        family = "empty" if stored is None else "soniq"
+        applied = () if stored is None else (int(stored),)
+        pending = (SCHEMA_VERSION,) if stored is None else ()
+        return SchemaReport(family=family, applied=applied, pending=pending, dry_run=params.dry_run)
 
     async def _ensure_schema(self, client: Redis) -> None:
         stored = await client.get(self.keys.schema)

@@ -56,6 +56,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -74,6 +75,7 @@ from soniq.records import (
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
@@ -206,6 +208,10 @@ class SQLiteBackend:
     async def setup(self) -> None:
         await self._db.open()
         await upgrade_schema(self._db)
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        await self._db.open()
+        return await upgrade_schema(self._db, dry_run=params.dry_run)
 
     async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         # One connection serves any number of in-flight rows; nothing to size.
