@@ -20,8 +20,21 @@ from soniq.discovery import create_backend, load_observer_factories
 from soniq.errors import BackendProtocolError, SoniqError, UnknownJobError
 from soniq.metrics import MetricsSink, NullMetricsSink
 from soniq.observers import EnqueueEvent, Observer
-from soniq.params import CancelJobParams, EnqueueJobsParams, GetJobParams, ListJobsParams, QueueStatsParams
-from soniq.records import JobRecord, JobStatus, NewJob, RecoveryResult
+from soniq.params import (
+    CancelJobParams,
+    EnqueueJobsParams,
+    GetJobParams,
+    ListJobsParams,
+    QueueStatsParams,
+    SetupSchemaParams,  # issue 13
+)
+from soniq.records import (
+    JobRecord,
+    JobStatus,
+    NewJob,
+    RecoveryResult,
+    SchemaReport,  # issue 13
+)
 from soniq.redaction import redact_url
 from soniq.registry import JobDefinition, JobRegistry, default_job_name
 from soniq.serialization import new_job_ids
@@ -260,9 +273,22 @@ class Soniq:
         return self.backend
 
     async def setup(self) -> None:
-        """Create or upgrade the schema; idempotent."""
-        await self.connect()
+        """Create or upgrade the schema (a soniq 0.1.0 one included); idempotent."""
+        # Before connect: a backend's first use refuses a schema that only `setup` may upgrade.
         await self.backend.setup()
+        await self.connect()
+
+    # -- issue 13: schema families and upgrades ------------------------------
+
+    async def setup_schema(self, *, dry_run: bool = False, force: bool = False) -> SchemaReport:
+        """`setup`, reporting the schema family found and the SQL run (or, with `dry_run`, to run).
+
+        `force` upgrades a soniq 0.1.0 database even while 0.1.0 workers heartbeat into it.
+        """
+        report = await self.backend.setup_schema(SetupSchemaParams(dry_run=dry_run, force=force))
+        if not dry_run:
+            await self.connect()
+        return report
 
     async def close(self) -> None:
         """Close the backend, and stop the `enqueue_sync` thread if one was started."""

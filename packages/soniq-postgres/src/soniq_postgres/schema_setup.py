@@ -11,7 +11,7 @@ import asyncpg
 
 from soniq.params import SetupSchemaParams
 from soniq.records import SchemaReport
-from soniq.schema_state import SchemaFamily
+from soniq.schema_state import SchemaFamily, SchemaStateError
 from soniq_postgres import legacy_010
 from soniq_postgres.migrations import LATEST_VERSION, MIGRATION_LOCK, MIGRATIONS
 from soniq_postgres.options import quote_ident
@@ -92,11 +92,22 @@ async def _run(
         )
         if params.dry_run:
             return report
-        for statement in before:
-            await connection.execute(statement)
-        await legacy_010.carry_unique_keys(connection, schema)
-        for statement in after:
-            await connection.execute(statement)
+        step = ""
+        try:
+            for step in before:
+                await connection.execute(step)
+            step = legacy_010.unique_keys_note(schema)
+            await legacy_010.carry_unique_keys(connection, schema)
+            for step in after:
+                await connection.execute(step)
+        except asyncpg.PostgresError as exc:
+            first_line = step.strip().splitlines()[0] if step.strip() else "?"
+            raise SchemaStateError(
+                family,
+                f"upgrading the soniq 0.1.0 schema {schema!r} failed at `{first_line[:100]}` "
+                f"({type(exc).__name__}: {exc}); the transaction was rolled back, so the 0.1.0 schema and "
+                "every row are as they were. Fix the row it names (or report it) and run `soniq setup` again",
+            ) from exc
         return report
     statements = migrations_sql(schema, applied) if pending else []
     report = SchemaReport(

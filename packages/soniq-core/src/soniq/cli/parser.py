@@ -98,9 +98,16 @@ def command_registrars() -> list[Register]:
     Commands from other distributions (the ``soniq.commands`` entry points)
     are added right after these, in `build_parser`.
     """
-    from soniq.cli import dead_letter, inspect, jobs, plugins, worker
+    from soniq.cli import dead_letter, inspect, jobs, migrations, plugins, worker
 
-    return [worker.register, jobs.register, inspect.register, dead_letter.register, plugins.register]
+    return [
+        worker.register,
+        jobs.register,
+        inspect.register,
+        dead_letter.register,
+        plugins.register,
+        migrations.register,  # issue 13: migrate-status, migrations export
+    ]
 
 
 def build_parser(argv: Sequence[str] = ()) -> SoniqArgumentParser:
