@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
 from soniq.backend import BACKEND_PROTOCOL_VERSION, PROTOCOL_MIGRATION_NOTE, Backend
+from soniq.backend_names import pool_options, url_for_backend_name  # compat-surface
 from soniq.bus import ObservationBus
 from soniq.dead_letter import DeadLetterService
 from soniq.discovery import create_backend, load_observer_factories
@@ -23,11 +24,20 @@ from soniq.params import CancelJobParams, EnqueueJobsParams, GetJobParams, ListJ
 from soniq.records import JobRecord, JobStatus, NewJob, RecoveryResult
 from soniq.redaction import redact_url
 from soniq.registry import JobDefinition, JobRegistry, default_job_name
+from soniq.routing import (  # compat-surface  # compat-surface
+    TaskRef,
+    UnknownNameWarnings,
+    check_task_name,
+    remote_definition,
+    routed_queue,
+    validate_ref_args,
+)
 from soniq.serialization import new_job_ids
 from soniq.settings import Settings
 from soniq.sync_bridge import SyncBridge
 from soniq.validation import JobOptionsError, check_page, check_priority, check_queue_name, encode_args
 from soniq.validation import resolve_scheduled_at as resolve_scheduled_at
+from soniq.worker_event import run_until_event  # compat-surface
 
 if TYPE_CHECKING:
     from soniq.worker.summary import WorkerSummary
@@ -86,16 +96,19 @@ class Soniq:
         self,
         database_url: str | None = None,
         *,
-        backend: Backend | None = None,
+        backend: Backend | str | None = None,
         metrics_sink: MetricsSink | None = None,
         extra_observers: Iterable[Observer] | None = None,
         backend_options: Mapping[str, Any] | None = None,
         **settings: Any,
     ) -> None:
-        if database_url is not None:
+        if isinstance(backend, str):  # compat-surface: a backend by name, its URL from the settings
+            settings["database_url"] = url_for_backend_name(backend, database_url, settings)
+            backend = None
+        elif database_url is not None:
             settings["database_url"] = database_url
         self.settings = Settings.load(settings)
-        self.backend_options: dict[str, Any] = dict(backend_options or {})
+        self.backend_options: dict[str, Any] = pool_options(self.settings, backend_options)
         if backend is not None:
             check_protocol(backend)
         self._backend: Backend | None = backend
@@ -154,9 +167,12 @@ class Soniq:
         """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool)."""
 
         def register(fn: F) -> F:
-            check_queue_name(queue, what="job queue")
+            job_queue = self._name_and_queue(fn, name, queue)  # compat-surface
+            check_queue_name(job_queue, what="job queue")
             check_priority(priority)
-            self.registry.add(fn, name=name, queue=queue, max_retries=max_retries, priority=priority, timeout=timeout)
+            self.registry.add(
+                fn, name=name, queue=job_queue, max_retries=max_retries, priority=priority, timeout=timeout
+            )
             return fn
 
         if func is not None:
@@ -284,9 +300,9 @@ class Soniq:
 
     # -- producers -------------------------------------------------------------
 
-    def _definition(self, fn_or_name: Callable[..., Any] | str) -> JobDefinition:
-        if isinstance(fn_or_name, str):
-            return self.registry.require(fn_or_name)
+    def _definition(self, fn_or_name: Callable[..., Any] | str | TaskRef) -> JobDefinition:
+        if isinstance(fn_or_name, (str, TaskRef)):
+            return self._definition_for_name(fn_or_name)  # compat-surface
         definition = self.registry.find_by_function(fn_or_name)
         if definition is None:
             raise UnknownJobError(
@@ -353,7 +369,7 @@ class Soniq:
 
     async def enqueue(
         self,
-        fn_or_name: Callable[..., Any] | str,
+        fn_or_name: Callable[..., Any] | str | TaskRef,
         /,
         *,
         queue: str | None = None,
@@ -374,7 +390,7 @@ class Soniq:
         self._check_connection(connection)
         (job,) = self._new_jobs(
             definition,
-            [args if args is not None else kwargs],
+            [self._ref_args(fn_or_name, args if args is not None else kwargs)],
             queue=queue,
             priority=priority,
             scheduled_at=scheduled_at,
@@ -384,7 +400,7 @@ class Soniq:
 
     async def enqueue_many(
         self,
-        fn_or_name: Callable[..., Any] | str,
+        fn_or_name: Callable[..., Any] | str | TaskRef,
         kwargs_list: Sequence[Mapping[str, Any]],
         /,
         *,
@@ -396,6 +412,7 @@ class Soniq:
         """Queue many runs of one job in one insert (all or none); returns their ids in order."""
         definition = self._definition(fn_or_name)
         self._check_connection(connection)
+        kwargs_list = [self._ref_args(fn_or_name, kwargs) for kwargs in kwargs_list]
         jobs = self._new_jobs(definition, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at)
         if jobs:
             await self._insert(self._announce(jobs), connection)
@@ -403,7 +420,7 @@ class Soniq:
 
     def enqueue_sync(
         self,
-        fn_or_name: Callable[..., Any] | str,
+        fn_or_name: Callable[..., Any] | str | TaskRef,
         /,
         *,
         queue: str | None = None,
@@ -424,7 +441,7 @@ class Soniq:
 
     def enqueue_many_sync(
         self,
-        fn_or_name: Callable[..., Any] | str,
+        fn_or_name: Callable[..., Any] | str | TaskRef,
         kwargs_list: Sequence[Mapping[str, Any]],
         /,
         *,
@@ -458,6 +475,45 @@ class Soniq:
         finally:
             for job in jobs if bus.wants("on_enqueue_end") else ():
                 bus.enqueue_end(EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue), error)
+
+    # -- producers of other services' jobs (compat-surface) ----------------------
+
+    def _name_and_queue(self, fn: Callable[..., Any], name: str | None, queue: str) -> str:
+        """Check the job's name against `task_name_pattern`; its queue after `route_map`."""
+        job_name = name if name is not None else default_job_name(fn)
+        if self.settings.task_name_pattern is not None:
+            check_task_name(job_name, self.settings.task_name_pattern)
+        return routed_queue(self.settings, job_name, queue)
+
+    def _definition_for_name(self, target: str | TaskRef) -> JobDefinition:
+        name = target.name if isinstance(target, TaskRef) else target
+        check_task_name(name, self.settings.task_name_pattern)
+        default_queue = target.default_queue if isinstance(target, TaskRef) else None
+        definition = self.registry.get(name)
+        if definition is not None:
+            return dataclasses.replace(definition, queue=default_queue) if default_queue else definition
+        mode = self.settings.enqueue_validation
+        if not isinstance(target, TaskRef):
+            if mode == "strict":
+                return self.registry.require(name)  # raises, listing the registered names
+            if mode == "warn":
+                self._unknown_names.warn(name)
+        return remote_definition(self.settings, name, default_queue)
+
+    @property
+    def _unknown_names(self) -> UnknownNameWarnings:
+        warnings: UnknownNameWarnings | None = getattr(self, "_unknown_name_warnings", None)
+        if warnings is None:
+            warnings = self._unknown_name_warnings = UnknownNameWarnings()
+        return warnings
+
+    @staticmethod
+    def _ref_args(target: object, kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+        if isinstance(target, TaskRef) and isinstance(kwargs, Mapping):
+            return validate_ref_args(target, dict(kwargs))
+        return kwargs
+
+    # -- end of compat-surface producers --
 
     # -- reading and managing jobs ------------------------------------------
 
@@ -543,12 +599,21 @@ class Soniq:
         run_once: bool = False,
         *,
         install_signal_handlers: bool = True,
+        shutdown_event: asyncio.Event | None = None,
     ) -> WorkerSummary:
-        """Run a worker until SIGTERM/SIGINT (or, with `run_once`, until no job is due)."""
+        """Run a worker until SIGTERM/SIGINT (or, with `run_once`, until no job is due).
+
+        With `shutdown_event` no signal handler is installed: setting the event drains the
+        worker exactly as a first SIGTERM would (DRAINING, then the shutdown timeout's path).
+        """
+        if shutdown_event is not None:
+            install_signal_handlers = False
         worker = self.worker(
             concurrency=concurrency, queues=queues, run_once=run_once, install_signal_handlers=install_signal_handlers
         )
-        return await worker.run()
+        if shutdown_event is None:
+            return await worker.run()
+        return await run_until_event(worker, shutdown_event)
 
     @classmethod
     def instances(cls) -> list[Soniq]:
