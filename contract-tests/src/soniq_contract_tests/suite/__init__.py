@@ -39,6 +39,7 @@ from soniq_contract_tests.suite.recovery import StaleRecoveryContract
 from soniq_contract_tests.suite.results_listing import ResultsListingContract
 from soniq_contract_tests.suite.rolling_deploy import RollingDeployContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
+from soniq_contract_tests.suite.schema_status import SchemaStatusContract  # compat-surface
 from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
 from soniq_contract_tests.suite.status_rule import StatusRuleContract
@@ -71,6 +72,7 @@ class BackendContractSuite(
     WorkerProcessContract,
     ReadsContract,
     RollingDeployContract,
+    SchemaStatusContract,  # compat-surface
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

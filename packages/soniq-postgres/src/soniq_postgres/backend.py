@@ -56,9 +56,11 @@ from soniq.records import (
     JobPage,
     JobRecord,
     JobStatus,
+    MigrationStep,
     NewJob,
     QueueCounts,
     QueueStats,
+    SchemaStatus,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
@@ -571,6 +573,32 @@ class PostgresBackend:
     async def queue_names(self) -> list[str]:
         async with self._connection() as conn:
             return await reads.queue_names(conn, quote_ident(self._queries.schema))
+
+    # -- schema status (compat-surface) --
+
+    async def schema_status(self) -> SchemaStatus:
+        # The pool only: connect() would apply missing migrations, and this must report them instead.
+        pool = await self._ensure_pool()
+        schema = self._options.schema
+        async with translated(self._options), pool.acquire() as conn:
+            table = await conn.fetchval("SELECT to_regclass($1)", f"{quote_ident(schema)}.soniq_migrations")
+            rows = (
+                await conn.fetch(f"SELECT version, name, applied_at FROM {quote_ident(schema)}.soniq_migrations")
+                if table is not None
+                else []
+            )
+        applied = {
+            int(row["version"]): MigrationStep(int(row["version"]), row["name"], row["applied_at"]) for row in rows
+        }
+        known = {m.version for m in migrations.MIGRATIONS}
+        return SchemaStatus(
+            backend="postgresql",
+            location=f"{self._options.address}/{self._options.database}, schema {schema}",
+            applied=tuple(applied[v] for v in sorted(applied)),
+            pending=tuple(MigrationStep(m.version, m.name) for m in migrations.MIGRATIONS if m.version not in applied),
+            newer_than_known=bool(set(applied) - known),
+            details={"schema": schema},
+        )
 
     # -- internals ---------------------------------------------------------
 
