@@ -21,7 +21,7 @@ from soniq.errors import BackendProtocolError, SoniqError, UnknownJobError
 from soniq.metrics import MetricsSink, NullMetricsSink
 from soniq.observers import EnqueueEvent, Observer
 from soniq.params import CancelJobParams, EnqueueJobsParams, GetJobParams, ListJobsParams, QueueStatsParams
-from soniq.records import JobRecord, JobStatus, NewJob, RecoveryResult
+from soniq.records import JobRecord, JobStatus, NewJob, RecoveryResult, SchemaStatus
 from soniq.redaction import redact_url
 from soniq.registry import JobDefinition, JobRegistry, default_job_name
 from soniq.routing import (  # compat-surface  # compat-surface
@@ -512,6 +512,19 @@ class Soniq:
         if isinstance(target, TaskRef) and isinstance(kwargs, Mapping):
             return validate_ref_args(target, dict(kwargs))
         return kwargs
+
+    async def schema_status(self) -> SchemaStatus:
+        """The schema steps applied to the store and those `setup()` would apply; changes nothing.
+
+        Asked of the backend before `connect()` (which may upgrade the schema by itself), and the
+        connections it opened for that are closed again unless the app was already connected.
+        """
+        backend = self.backend
+        try:
+            return await backend.schema_status()
+        finally:
+            if not self._connected:
+                await backend.close()
 
     # -- end of compat-surface producers --
 
