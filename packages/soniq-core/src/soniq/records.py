@@ -50,6 +50,10 @@ class DeadLetterReason(str, enum.Enum):
     """The row's stored arguments or result could not be decoded."""
     STUCK = "stuck"
     """The handler would not stop after cancellation, or kept running past its deadline."""
+    # -- compat-jobs (issue 12) --
+    INVALID_ARGUMENTS = "invalid_arguments"
+    """The stored arguments failed the job's `args_model` in the worker."""
+    # -- end compat-jobs --
 
 
 QUEUE_STATS_KEYS: tuple[str, ...] = (
