@@ -375,8 +375,8 @@ class Soniq:
         for index, kwargs in enumerate(kwargs_list):
             if not isinstance(kwargs, Mapping):
                 raise TypeError(f"enqueue_many item {index} must be a dict of keyword arguments, got {kwargs!r}")
-            definition.bind_arguments(kwargs)  # compat-jobs: a wrong name fails here, before anything is stored
             checked, encoded = encode_args(name, kwargs, max_bytes=limit)
+            definition.bind_arguments(kwargs)  # compat-jobs: a wrong name fails here, before anything is stored
             jobs.append(
                 NewJob(
                     id=ids[index],
