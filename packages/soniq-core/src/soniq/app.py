@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 from soniq.backend import BACKEND_PROTOCOL_VERSION, PROTOCOL_MIGRATION_NOTE, Backend
 from soniq.bus import ObservationBus
 from soniq.dead_letter import DeadLetterService
+from soniq.dedup import resolve_dedup_key
 from soniq.discovery import create_backend, load_observer_factories
 from soniq.errors import BackendProtocolError, SoniqError, UnknownJobError
 from soniq.hooks import check_hook, check_middleware, hook_listeners
@@ -359,6 +360,9 @@ class Soniq:
         queue: str | None,
         priority: int | None,
         scheduled_at: ScheduleAt,
+        unique: bool | None = None,
+        dedup_key: str | None = None,
+        producer_id: str | None = None,
     ) -> list[NewJob]:
         """Validate and build rows; everything shared by the batch is worked out once."""
         if queue is not None:
@@ -369,6 +373,8 @@ class Soniq:
         name = definition.name
         target_queue = queue or definition.queue
         target_priority = definition.priority if priority is None else priority
+        # `unique` on the call wins; otherwise the job's own default (the decorator's `unique=`).
+        wants_unique = bool(getattr(definition, "unique", False)) if unique is None else unique
         limit = self.settings.max_args_bytes
         ids = new_job_ids(len(kwargs_list))
         jobs = []
@@ -387,6 +393,8 @@ class Soniq:
                     priority=target_priority,
                     scheduled_at=when,
                     max_attempts=definition.max_attempts,
+                    dedup_key=resolve_dedup_key(name, checked, unique=wants_unique, dedup_key=dedup_key),
+                    producer_id=producer_id,
                 )
             )
         return jobs
@@ -419,12 +427,17 @@ class Soniq:
         scheduled_at: ScheduleAt = None,
         connection: Any = None,
         args: Mapping[str, Any] | None = None,
+        unique: bool | None = None,
+        dedup_key: str | None = None,
         **kwargs: Any,
     ) -> str:
         """Queue one run of a registered job with keyword arguments; returns its id.
 
         `args=` passes the arguments as a mapping (for names such as ``queue``).
-        With `connection=`, the insert joins that open transaction.
+        With `connection=`, the insert joins that open transaction. With
+        `unique=True` (key: job name plus arguments) or `dedup_key=`, a job
+        whose key a queued job already holds is not stored again: the queued
+        job's id is returned instead.
         """
         if args is not None and kwargs:
             raise TypeError("pass job arguments either as keywords or as args={...}, not both")
@@ -436,9 +449,11 @@ class Soniq:
             queue=queue,
             priority=priority,
             scheduled_at=scheduled_at,
+            unique=unique,
+            dedup_key=dedup_key,
         )
-        await self._insert(self._announce([job]), connection)
-        return job.id
+        (stored,) = await self._insert(self._announce([job]), connection)
+        return stored
 
     async def enqueue_many(
         self,
@@ -450,14 +465,21 @@ class Soniq:
         priority: int | None = None,
         scheduled_at: ScheduleAt = None,
         connection: Any = None,
+        unique: bool | None = None,
     ) -> list[str]:
-        """Queue many runs of one job in one insert (all or none); returns their ids in order."""
+        """Queue many runs of one job in one insert (all or none); returns their ids in order.
+
+        With `unique=True`, items whose arguments repeat an earlier item (or a queued job) get
+        that job's id; their positions in the returned list say so.
+        """
         definition = self._definition(fn_or_name)
         self._check_connection(connection)
-        jobs = self._new_jobs(definition, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at)
-        if jobs:
-            await self._insert(self._announce(jobs), connection)
-        return [job.id for job in jobs]
+        jobs = self._new_jobs(
+            definition, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at, unique=unique
+        )
+        if not jobs:
+            return []
+        return await self._insert(self._announce(jobs), connection)
 
     def enqueue_sync(
         self,
@@ -468,6 +490,8 @@ class Soniq:
         priority: int | None = None,
         scheduled_at: ScheduleAt = None,
         args: Mapping[str, Any] | None = None,
+        unique: bool | None = None,
+        dedup_key: str | None = None,
         **kwargs: Any,
     ) -> str:
         """`enqueue` for synchronous code, from any thread that is not running an event loop.
@@ -476,7 +500,14 @@ class Soniq:
         at exit). Transactional enqueue needs the caller's loop, so `connection=` is async only.
         """
         coroutine = self.enqueue(
-            fn_or_name, queue=queue, priority=priority, scheduled_at=scheduled_at, args=args, **kwargs
+            fn_or_name,
+            queue=queue,
+            priority=priority,
+            scheduled_at=scheduled_at,
+            args=args,
+            unique=unique,
+            dedup_key=dedup_key,
+            **kwargs,
         )
         return self._sync.run(coroutine, what="enqueue")
 
@@ -504,18 +535,23 @@ class Soniq:
         """Stop the `enqueue_sync` thread and close its backend (what `close()` does for that part)."""
         self._sync.close()
 
-    async def _insert(self, jobs: list[NewJob], connection: Any) -> None:
+    async def _insert(self, jobs: list[NewJob], connection: Any) -> list[str]:
+        """Store the jobs; returns the stored id of each, in order (see `collapse_duplicates`)."""
         backend = await self.connected_backend()
         bus = self.bus
+        unique_jobs, positions = collapse_duplicates(jobs)
         error: BaseException | None = None
+        stored: list[str] | None = None
         try:
-            await backend.enqueue_jobs(EnqueueJobsParams(jobs=jobs, connection=connection))
+            stored = await backend.enqueue_jobs(EnqueueJobsParams(jobs=unique_jobs, connection=connection))
         except BaseException as exc:
             error = exc
             raise
         finally:
-            for job in jobs if bus.wants("on_enqueue_end") else ():
+            for job in unique_jobs if bus.wants("on_enqueue_end") else ():
                 bus.enqueue_end(EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue), error)
+        ids = [job.id for job in unique_jobs] if stored is None else list(stored)
+        return [ids[position] for position in positions]
 
     # -- reading and managing jobs ------------------------------------------
 
@@ -650,6 +686,23 @@ class Soniq:
     @classmethod
     def instances(cls) -> list[Soniq]:
         return list(cls._instances)
+
+
+def collapse_duplicates(jobs: list[NewJob]) -> tuple[list[NewJob], list[int]]:
+    """The jobs to send (a later job repeating an earlier one's `dedup_key` is dropped) and,
+    for each given job, the index of the sent job whose id it gets."""
+    sent: list[NewJob] = []
+    by_key: dict[str, int] = {}
+    positions: list[int] = []
+    for job in jobs:
+        if job.dedup_key is not None and job.dedup_key in by_key:
+            positions.append(by_key[job.dedup_key])
+            continue
+        if job.dedup_key is not None:
+            by_key[job.dedup_key] = len(sent)
+        positions.append(len(sent))
+        sent.append(job)
+    return sent, positions
 
 
 def job_dict(row: JobRecord, *, with_result: bool = True) -> dict[str, Any]:
