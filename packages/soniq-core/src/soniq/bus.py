@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from soniq.metrics import MetricsSink, NullMetricsSink, safe_call
@@ -27,6 +27,9 @@ from soniq.observers import (
     TransitionEvent,
     WorkerStartedEvent,
 )
+
+logger = logging.getLogger("soniq.metrics")
+"""Where a failing hook is reported, as `soniq.metrics.safe_call` does."""
 
 HOOKS = (
     "on_transition",
@@ -123,6 +126,14 @@ def _implements(listener: object, hook: str) -> bool:
     return method is not getattr(BaseObserver, hook)
 
 
+def _bound(listeners: tuple[object, ...], hook: str) -> tuple[tuple[object, Callable[..., Any]], ...]:
+    return tuple((listener, getattr(listener, hook)) for listener in listeners)
+
+
+def _log_failure(listener: object, hook: str) -> None:
+    logger.exception("%s.%s raised; ignoring", type(listener).__name__, hook)
+
+
 class ObservationBus:
     """Fans each event out to the listeners implementing its hook; a failing hook is logged and ignored."""
 
@@ -136,6 +147,9 @@ class ObservationBus:
         self.wants_job_events = bool(self._hooks["on_job_start"] or self._hooks["on_job_end"])
         """Anyone listens to job starts or ends: only then does the hot path build their events."""
         self.wants_enqueue_events = bool(self._hooks["on_enqueue"] or self._hooks["on_enqueue_end"])
+        # The two hooks called for every job are bound once, so their fan-out is a plain loop.
+        self._job_start_calls = _bound(self._hooks["on_job_start"], "on_job_start")
+        self._job_end_calls = _bound(self._hooks["on_job_end"], "on_job_end")
         # -- compat-jobs (issue 12): listeners that leave awaitables (async app hooks) --
         self.defers = any(getattr(listener, "defers_awaitables", False) for listener in listeners)
         """Some listener may `defer` coroutines: the worker then awaits `run_deferred` in the job's task."""
@@ -158,10 +172,18 @@ class ObservationBus:
         self._fan_out("on_nack", event)
 
     def job_start(self, event: JobStartEvent) -> None:
-        self._fan_out("on_job_start", event)
+        for listener, call in self._job_start_calls:
+            try:
+                call(event)
+            except Exception:
+                _log_failure(listener, "on_job_start")
 
     def job_end(self, event: JobEndEvent) -> None:
-        self._fan_out("on_job_end", event)
+        for listener, call in self._job_end_calls:
+            try:
+                call(event)
+            except Exception:
+                _log_failure(listener, "on_job_end")
 
     def recovery(self, event: RecoveryEvent) -> None:
         self._fan_out("on_recovery", event)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from soniq.bus import run_deferred
 from soniq.errors import SNOOZE_MAX_SECONDS, BackendUnavailableError
-from soniq.observers import JobEndEvent, JobStartEvent, NackEvent
+from soniq.observers import NackEvent, job_end_event, job_start_event
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.params import ClaimJobsParams, MarkStartedParams, NackJobParams, WaitForJobsParams
 from soniq.records import DeadLetterReason, JobRecord, StaleJobPolicy
@@ -251,10 +251,8 @@ class Dispatcher:
     def _announce(self, run: JobRun, handler_kind: HandlerKind) -> None:
         run.started_at = time.monotonic()
         if self._bus.wants_job_events:
-            attempt = run.job.attempts + 1
-            self._bus.job_start(
-                JobStartEvent(worker_id=self._worker_id, job=run.job, handler_kind=handler_kind, attempt=attempt)
-            )
+            job = run.job
+            self._bus.job_start(job_start_event(self._worker_id, job, handler_kind, job.attempts + 1))
 
     async def _execute(self, run: JobRun) -> None:
         assert run.definition is not None
@@ -309,16 +307,17 @@ class Dispatcher:
             )
         if not self._bus.wants_job_events:
             return
+        job = run.job
         self._bus.job_end(
-            JobEndEvent(
-                worker_id=self._worker_id,
-                job=run.job,
-                handler_kind=run.kind,
-                attempt=run.job.attempts + 1,
-                outcome=settled.outcome,
-                duration=duration,
-                error=error,
-                error_text=settled.error_text,
-                reason=settled.reason,
+            job_end_event(
+                self._worker_id,
+                job,
+                run.kind,
+                job.attempts + 1,
+                settled.outcome,
+                duration,
+                error,
+                settled.error_text,
+                settled.reason,
             )
         )
