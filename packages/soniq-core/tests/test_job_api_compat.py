@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -579,3 +580,40 @@ def test_async_0_1_0_metrics_sink_is_awaited(store: Store, caplog: pytest.LogCap
 
     with caplog.at_level(logging.ERROR, logger="soniq.metrics"):
         asyncio.run(main())
+
+
+# -- unique on the decorator: the job's default for enqueue (the store side is compat-store's) ----
+
+
+def _store_dedupes(app: Soniq) -> bool:
+    """Whether the backend's package has the store side of deduplication (compat-store brings it
+    backend by backend); a backend without it stores every enqueue under its own id."""
+    package = Path(sys.modules[type(app.backend).__module__].__file__ or "").parent
+    return any("dedup_key" in path.read_text(errors="replace") for path in package.rglob("*") if path.is_file())
+
+
+def test_decorator_unique_is_the_enqueue_default(store: Store) -> None:
+    async def main() -> None:
+        app = store.app()
+        if not _store_dedupes(app):
+            pytest.skip(f"{store.kind}: the store side of unique/dedup_key is not merged into this tree yet")
+
+        @app.job(name="sync_account", unique=True)
+        async def sync_account(account_id: int) -> None: ...
+
+        try:
+            await app.setup()
+            first = await sync_account.enqueue(account_id=1)  # type: ignore[attr-defined]
+            again = await sync_account.enqueue(account_id=1)  # type: ignore[attr-defined]
+            other = await sync_account.enqueue(account_id=2)  # type: ignore[attr-defined]
+            forced = await sync_account.options(unique=False).enqueue(account_id=1)  # type: ignore[attr-defined]
+            keyed = await sync_account.options(dedup_key="acct-9").enqueue(account_id=9)  # type: ignore[attr-defined]
+            keyed_again = await sync_account.options(dedup_key="acct-9").enqueue(account_id=10)  # type: ignore[attr-defined]
+            assert again == first
+            assert len({first, other, forced, keyed}) == 4
+            assert keyed_again == keyed
+            assert (await app.get_queue_stats())["queued"] == 4
+        finally:
+            await app.close()
+
+    asyncio.run(main())
