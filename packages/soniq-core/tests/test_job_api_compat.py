@@ -563,7 +563,9 @@ def test_async_0_1_0_metrics_sink_is_awaited(store: Store, caplog: pytest.LogCap
             b = await app.enqueue(fails)
             c = await app.enqueue(explodes)
             await drain(app)
-            await until(lambda: len(sink.ends) == 2 and len(sink.starts) == 3)
+            # Awaited in each job's task, so every call has finished when the worker has.
+            assert len(sink.starts) == 3
+            assert len(sink.ends) == 2
             ends = {end["job_id"]: end for end in sink.ends}
             assert ends[a]["status"] == "done"
             assert ends[a]["error"] is None
@@ -574,7 +576,7 @@ def test_async_0_1_0_metrics_sink_is_awaited(store: Store, caplog: pytest.LogCap
             row = await app.get_job(c)
             assert row is not None
             assert row["status"] == "done"
-            await until(lambda: "sink bug" in caplog.text)
+            assert "sink bug" in caplog.text
         finally:
             await app.close()
 
@@ -617,3 +619,40 @@ def test_decorator_unique_is_the_enqueue_default(store: Store) -> None:
             await app.close()
 
     asyncio.run(main())
+
+
+class HangingSink:
+    async def record_job_start(self, *, job_id: str, job_name: str, queue: str, attempt: int) -> None:
+        await asyncio.Event().wait()  # never returns
+
+    def record_job_end(self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float) -> None:
+        pass
+
+
+def test_a_hanging_async_sink_call_is_abandoned_after_its_bound(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import soniq.metrics
+
+    monkeypatch.setattr(soniq.metrics, "SINK_CALL_TIMEOUT", 0.1)
+
+    async def main() -> None:
+        app = Soniq("memory://", metrics_sink=HangingSink(), **FAST)
+
+        @app.job(name="quick")
+        async def quick() -> str:
+            return "ran"
+
+        try:
+            job_id = await app.enqueue(quick)
+            await drain(app)
+            row = await app.get_job(job_id)
+            assert row is not None
+            assert row["status"] == "done"
+            assert row["result"] == "ran"
+            assert "did not finish within 0.1s" in caplog.text
+        finally:
+            await app.close()
+
+    with caplog.at_level(logging.ERROR, logger="soniq.metrics"):
+        asyncio.run(main())

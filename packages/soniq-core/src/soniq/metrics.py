@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -83,8 +82,8 @@ def safe_call(target: object, method: str, *args: Any, **kwargs: Any) -> Any:
 
 # -- compat-jobs (issue 12): async sinks, and sinks written for soniq 0.1.0 --
 
-MAX_PENDING_SINK_CALLS = 1000
-"""At most this many of an async sink's calls are in flight; past it a call is dropped (and counted)."""
+SINK_CALL_TIMEOUT = 5.0
+"""How long one awaited call of an async sink may take before it is abandoned (and logged)."""
 
 _STATUS_OF_OUTCOME = {"done": "done", "retry": "failed", "timeout_retry": "failed", "dead_letter": "dead_letter"}
 _LEGACY_KEYWORDS = frozenset({"status", "duration_s", "attempt", "error"})
@@ -106,14 +105,14 @@ class SinkBridge:
     Each job start and end becomes one call with the keywords the sink's method
     declares (``attempt``; ``status`` as 0.1.0 named it, ``duration_s``,
     ``error``; or ours, ``outcome`` and ``duration``). A coroutine it returns
-    runs as a task on the worker's loop, at most `MAX_PENDING_SINK_CALLS` at
-    once; a failure is logged, never fatal.
+    is awaited in the job's own task through the bus (as 0.1.0 awaited it),
+    for at most `SINK_CALL_TIMEOUT`; a failure is logged, never fatal.
     """
+
+    defers_awaitables = True
 
     def __init__(self, sink: Any) -> None:
         self.sink = sink
-        self.pending: set[asyncio.Task[Any]] = set()
-        self.dropped = 0
         self._start = getattr(sink, "record_job_start", None)
         self._end = getattr(sink, "record_job_end", None)
         self._start_keywords = _keywords(self._start) if callable(self._start) else (frozenset(), False)
@@ -154,34 +153,19 @@ class SinkBridge:
             logger.exception("%s.%s raised; ignoring", type(self.sink).__name__, name)
             return
         if inspect.isawaitable(returned):
-            self._schedule(name, returned)
+            from soniq.bus import defer  # the bus imports this module
 
-    def _schedule(self, name: str, awaitable: Any) -> None:
-        if len(self.pending) >= MAX_PENDING_SINK_CALLS:
-            self.dropped += 1
-            if inspect.iscoroutine(awaitable):
-                awaitable.close()
-            if self.dropped == 1 or self.dropped % 1000 == 0:
-                logger.warning(
-                    "%s: %d metrics calls are still running; dropped %d so far (is the sink blocked?)",
-                    type(self.sink).__name__,
-                    len(self.pending),
-                    self.dropped,
-                )
-            return
-        task = asyncio.ensure_future(awaitable)
-        self.pending.add(task)
-        task.add_done_callback(functools.partial(self._finished, name))
+            defer(self._awaited(name, returned))
 
-    def _finished(self, name: str, task: asyncio.Task[Any]) -> None:
-        self.pending.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            logger.error("%s.%s raised; ignoring", type(self.sink).__name__, name, exc_info=task.exception())
-
-    async def flush(self, timeout: float | None = None) -> None:
-        """Wait for the calls still in flight (at most `timeout` seconds)."""
-        if self.pending:
-            await asyncio.wait(set(self.pending), timeout=timeout)
+    async def _awaited(self, name: str, awaitable: Awaitable[Any]) -> None:
+        try:
+            await asyncio.wait_for(awaitable, SINK_CALL_TIMEOUT)
+        except TimeoutError:
+            logger.error(
+                "%s.%s did not finish within %gs; abandoned", type(self.sink).__name__, name, SINK_CALL_TIMEOUT
+            )
+        except Exception:
+            logger.exception("%s.%s raised; ignoring", type(self.sink).__name__, name)
 
 
 def adapt_metrics_sink(sink: object) -> SinkBridge | None:

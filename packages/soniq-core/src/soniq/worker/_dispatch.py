@@ -213,6 +213,8 @@ class Dispatcher:
             run, DeadLetterReason.CORRUPT_ROW.value, error, give_up_at=self._write_deadline()
         )
         self._job_end(run, settled)
+        if self._bus.defers:
+            await run_deferred()  # compat-jobs: async hooks
 
     async def _hand_back_unknown(self, run: JobRun) -> None:
         """A name this worker cannot run (the store ignored `job_names`): give the row back untouched."""
@@ -278,6 +280,8 @@ class Dispatcher:
             nacked = await run.nack_result()
             if nacked is not None:
                 self._job_end(run, Settled(nacked, reason=run.nack_reason))
+                if self._bus.defers:
+                    await run_deferred()  # compat-jobs: async hooks and sinks see the nack too
             return
         run.phase = RunPhase.SETTLING
         self._release_slot(run)
