@@ -305,3 +305,14 @@ def test_the_app_path_is_checked(tmp_path: Path) -> None:
     assert "the app is given twice" in twice.stderr
     bad = _soniq("status", "--app", "proj", cwd=tmp_path)
     assert "module:attribute" in bad.stderr
+
+
+@pytest.mark.asyncio
+async def test_every_row_carries_the_producer_id() -> None:
+    named = make_app(producer_id="billing-api", enqueue_validation="none")
+    job_id = await named.enqueue("reports.build")
+    assert (await named.get_job(job_id) or {})["producer_id"] == "billing-api"
+    auto = make_app(enqueue_validation="none")
+    row = await auto.get_job(await auto.enqueue("reports.build")) or {}
+    hostname, pid, program = str(row["producer_id"]).split(":")
+    assert (int(pid), bool(hostname), bool(program)) == (os.getpid(), True, True)

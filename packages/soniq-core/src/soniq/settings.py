@@ -119,6 +119,10 @@ class Settings:
     allow_no_jobs: bool = False
     max_result_bytes: int = 1_048_576
     cancel_grace_seconds: float = 5.0
+    # -- compat-jobs (issue 12): the job API of soniq 0.1.0 --
+    snooze_max_seconds: float = 30 * 86400.0
+    """The longest a `Snooze` puts a job off; a longer one is cut down to this (0.1.0 defaulted to a day)."""
+    # -- end compat-jobs --
 
     # -- producers and 0.1.0 names (compat-surface) --
     enqueue_validation: str = "strict"
@@ -344,6 +348,9 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "pool_min_size": lambda name, value: _optional_int(name, value, minimum=0),
     "pool_max_size": lambda name, value: _optional_int(name, value, minimum=1),
     # -- end of compat-surface --
+    # -- compat-jobs (issue 12) --
+    "snooze_max_seconds": _positive,
+    # -- end compat-jobs --
 }
 
 
