@@ -45,6 +45,7 @@ from soniq_contract_tests.suite.retention import RetentionContract
 from soniq_contract_tests.suite.rolling_deploy import RollingDeployContract
 from soniq_contract_tests.suite.schedules import ScheduleContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
+from soniq_contract_tests.suite.schema_status import SchemaStatusContract  # compat-surface
 from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
 from soniq_contract_tests.suite.status_rule import StatusRuleContract
@@ -77,6 +78,7 @@ class BackendContractSuite(
     WorkerProcessContract,
     ReadsContract,
     RollingDeployContract,
+    SchemaStatusContract,  # compat-surface
     # issue 12 (compat-store)
     DedupContract,
     RetentionContract,

@@ -90,6 +90,7 @@ from soniq.records import (
     QueueStats,
     ScheduleRecord,
     SchemaReport,
+    SchemaStatus,
     StaleScan,
     WorkerRecord,
 )
@@ -363,6 +364,16 @@ class Backend(Protocol):
         """Every distinct queue of a job or dead-letter row, sorted. Reads no more than
         one index probe per queue where the store has an index on `queue`."""
 
+    # -- schema status (compat-surface) --
+
+    async def schema_status(self) -> SchemaStatus:
+        """The schema steps applied to the store and those `setup()` would still apply.
+
+        Read-only and safe on a store that was never set up: it creates nothing, applies
+        nothing (even where `connect()` would upgrade the schema by itself) and needs no
+        `connect()` first. Steps a newer release applied set `newer_than_known`."""
+
+    # -- end of schema status --
     # -- schedules, leader lease, pruning (issue 14) -------------------------
     #
     # The store keeps schedules and the lease and enforces exactly-once firing and

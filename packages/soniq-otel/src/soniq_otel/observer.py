@@ -17,6 +17,7 @@ from soniq.observers import (
     JobEndEvent,
     JobStartEvent,
     NackEvent,
+    ScheduleFiredEvent,
     ShutdownNotice,
     TransitionEvent,
 )
@@ -83,6 +84,9 @@ class SoniqTracingObserver(BaseObserver):
     def on_enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None:
         self.jobs.send_ended(event, error)
         self.metrics.sent_ended(event, error)
+
+    def on_schedule_fired(self, event: ScheduleFiredEvent) -> None:
+        self.metrics.schedule_fired(event)
 
     def on_worker_stopped(self, worker_id: str) -> None:
         self.jobs.abandon(worker_id)

@@ -75,10 +75,12 @@ from soniq.records import (
     JobRecord,
     JobStatus,
     LeaseRecord,
+    MigrationStep,
     QueueCounts,
     QueueStats,
     ScheduleRecord,
     SchemaReport,
+    SchemaStatus,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
@@ -532,6 +534,32 @@ class RedisBackend:
         client, _ = await self._ready()
         with translated_errors(self._target):
             return await reads.queue_names(client, self.keys)
+
+    # -- schema status (compat-surface) --
+
+    async def schema_status(self) -> SchemaStatus:
+        # A client of its own: connect() writes the schema key, and this must only read it.
+        self._leave_other_loop()
+        client = self._target.client()
+        try:
+            with translated_errors(self._target, connecting=True):
+                stored = await client.get(self.keys.schema)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        current = int(stored) if stored is not None else 0
+
+        def step(version: int) -> MigrationStep:
+            return MigrationStep(version, "keys and scripts" if version == 1 else f"schema version {version}")
+
+        return SchemaStatus(
+            backend="redis",
+            location=f"key prefix {self.keys.prefix!r}",
+            applied=tuple(step(v) for v in range(1, min(current, SCHEMA_VERSION) + 1)),
+            pending=tuple(step(v) for v in range(current + 1, SCHEMA_VERSION + 1)),
+            newer_than_known=current > SCHEMA_VERSION,
+            details={"schema_key": self.keys.schema},
+        )
 
     # -- schedules, leader lease, pruning (issue 14; soniq_redis.schedules) ----
 

@@ -1,4 +1,4 @@
-"""``soniq setup --dry-run/--force``, ``soniq migrate-status`` and ``soniq migrations export``.
+"""``soniq setup --dry-run/--force`` and ``soniq migrations export``; what ``migrate-status`` says `setup` would do.
 
 `export` needs no database: it prints the SQL of a PostgreSQL backend's migrations (or
 its soniq 0.1.0 upgrade) for teams that apply schema changes through their own pipeline,
@@ -8,13 +8,12 @@ as plain SQL or as an Alembic revision.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from soniq.cli.common import EXIT_ERROR, EXIT_OK, CLIError, build_app, refuse_to_create_default, run_with_app
+from soniq.cli.common import EXIT_OK, CLIError, build_app, run_with_app
 from soniq.records import SchemaReport
 from soniq.redaction import redact_url
 from soniq.schema_state import SchemaFamily, SchemaStateError
@@ -39,6 +38,15 @@ def what_setup_does(report: SchemaReport) -> str:
     return "nothing: the schema is current"
 
 
+async def setup_plan(app: Soniq) -> dict[str, str]:
+    """The schema family found and what `soniq setup` would do, from a dry run."""
+    try:
+        report = await app.setup_schema(dry_run=True)
+    except SchemaStateError as exc:
+        return {"family": exc.family.value, "setup": f"refuse: {exc}"}
+    return {"family": report.family, "setup": what_setup_does(report)}
+
+
 def cmd_setup(args: argparse.Namespace) -> int:
     app = build_app(args, need_jobs=False)
 
@@ -56,40 +64,6 @@ def cmd_setup(args: argparse.Namespace) -> int:
         print(f"upgraded the {report.upgraded_from} schema at {where} in place")
     print(f"schema ready at {where}")
     return EXIT_OK
-
-
-def cmd_migrate_status(args: argparse.Namespace) -> int:
-    app = build_app(args, need_jobs=False)
-    refuse_to_create_default(app, "migrate-status")
-
-    async def body(app: Soniq) -> SchemaReport | SchemaStateError:
-        try:
-            return await app.setup_schema(dry_run=True)
-        except SchemaStateError as exc:
-            return exc
-
-    outcome = run_with_app(app, body)
-    if isinstance(outcome, SchemaStateError):
-        view: dict[str, Any] = {"family": outcome.family.value, "setup": f"refuse: {outcome}"}
-        code = EXIT_ERROR
-    else:
-        view = {
-            "family": outcome.family,
-            "applied": list(outcome.applied),
-            "pending": list(outcome.pending),
-            "setup": what_setup_does(outcome),
-        }
-        code = EXIT_OK
-    if args.json:
-        print(json.dumps(view))
-        return code
-    print(f"database:  {redact_url(app.settings.resolved_database_url)}")
-    print(f"family:    {view['family']}")
-    if "applied" in view:
-        print(f"applied:   {', '.join(map(str, view['applied'])) or '-'}")
-        print(f"pending:   {', '.join(map(str, view['pending'])) or '-'}")
-    print(f"setup:     {view['setup']}")
-    return code
 
 
 def export_statements(url: str, *, from_version: int | None, upgrade_010: bool) -> list[str]:
@@ -158,12 +132,6 @@ def add_setup_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: SoniqArgumentParser) -> None:
-    p = sub.add_parser(
-        "migrate-status", parents=[common], help="the schema family found, applied/pending migrations, what setup does"
-    )
-    p.add_argument("--json", action="store_true", help="print JSON instead of text")
-    p.set_defaults(func=cmd_migrate_status, parser=p)
-
     p = sub.add_parser("migrations", parents=[common], help="export the schema's SQL for other migration tools")
     inner = p.add_subparsers(dest="migrations_command", required=True, metavar="SUBCOMMAND")
     export = inner.add_parser(
