@@ -223,15 +223,31 @@ class RedisBackend:
             await self._ensure_schema(client)
 
     async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        if params.dry_run:
+            # Read-only, as schema_status: connect() would write the schema key.
+            status = await self.schema_status()
+            applied = tuple(step.version for step in status.applied)
+            family = "soniq" if applied else "empty"
+            pending = tuple(step.version for step in status.pending)
+            return SchemaReport(family=family, applied=applied, pending=pending, dry_run=True)
+        # A client of its own, before connect() (which writes the marker too): the marker is set
+        # with NX, so of several setups racing on an empty prefix exactly one reports creating it.
+        self._leave_other_loop()
+        own = self._target.client()
+        try:
+            with translated_errors(self._target, connecting=True):
+                stored = await own.get(self.keys.schema)
+                created = stored is None and bool(await own.set(self.keys.schema, str(SCHEMA_VERSION), nx=True))
+        finally:
+            with contextlib.suppress(Exception):
+                await own.aclose()
         client, _ = await self._ready()
         with translated_errors(self._target):
-            stored = await client.get(self.keys.schema)
-            if not params.dry_run:
-                await self._ensure_schema(client)
+            await self._ensure_schema(client)
         family = "empty" if stored is None else "soniq"
-        applied = () if stored is None else (int(stored),)
-        pending = (SCHEMA_VERSION,) if stored is None else ()
-        return SchemaReport(family=family, applied=applied, pending=pending, dry_run=params.dry_run)
+        applied = () if stored is None else tuple(range(1, int(stored) + 1))
+        pending = tuple(range(1, SCHEMA_VERSION + 1)) if created else ()
+        return SchemaReport(family=family, applied=applied, pending=pending)
 
     async def _ensure_schema(self, client: Redis) -> None:
         stored = await client.get(self.keys.schema)
