@@ -149,9 +149,9 @@ def copy_sql(schema: str, target_sql: str) -> list[str]:
         targets.append("expires_at")
         sources.append("expires_at")
     if has("dedup_key"):
-        # 0.1.0 enforced dedup keys only while a row was queued; finished rows drop theirs.
+        # A key is held only while a row is queued (in 0.1.0 and here); other rows drop theirs.
         targets.append("dedup_key")
-        sources.append("CASE WHEN status IN ('queued', 'processing') THEN dedup_key END")
+        sources.append("CASE WHEN status = 'queued' THEN dedup_key END")
     if has("producer_id"):
         targets.append("producer_id")
         sources.append("producer_id")
@@ -198,7 +198,7 @@ async def carry_unique_keys(connection: asyncpg.Connection, schema: str) -> int:
     aside = quote_ident(aside_schema(schema))
     rows = await connection.fetch(
         f"SELECT id::text AS id, job_name, args::text AS args FROM {aside}.soniq_jobs "
-        "WHERE unique_job AND dedup_key IS NULL AND status IN ('queued', 'processing')"
+        "WHERE unique_job AND dedup_key IS NULL AND status = 'queued'"
     )
     keyed = [(row["id"], unique_key(row["job_name"], json.loads(row["args"]))) for row in rows]
     if keyed:
