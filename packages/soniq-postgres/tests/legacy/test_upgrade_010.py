@@ -142,12 +142,11 @@ async def test_upgrade_keeps_every_row_and_the_queued_jobs_run(legacy_010_db: tu
         await app.recover()
         assert (await job("processing")).status.value == "queued"
 
-        # Unique and dedup keys keep deduplicating, when this release stores them.
-        columns = {r["column_name"] for r in await rows(url, "SELECT column_name FROM information_schema.columns "
-                                                         "WHERE table_name = 'soniq_jobs'")}  # fmt: skip
-        if "dedup_key" in columns:
-            again = await app.enqueue("legacy.send", args={"a": 2, "z": 1, "to": "u@example.com"}, unique=True)
-            assert again == ids["unique"]
+        # Unique and dedup keys keep deduplicating: the same enqueue finds the 0.1.0 row.
+        again = await app.enqueue("legacy.send", args={"a": 2, "z": 1, "to": "u@example.com"}, unique=True)
+        assert again == ids["unique"]
+        keyed = await app.enqueue("legacy.send", args={"to": "other@example.com"}, dedup_key="order-9")
+        assert keyed == ids["dedup"]
 
         summary = await app.run_worker(queues=["mail"], run_once=True, install_signal_handlers=False)
         assert summary.processed >= 4
