@@ -23,9 +23,12 @@ from soniq.params import (
 )
 from soniq.records import JobStatus, ScheduleRecord
 from soniq_contract_tests.harness import ContractHarness, must_get, new_job, unique_queue, utc_now
+from soniq_contract_tests.suite._fire_processes import STEP, fire_until_done, race_in_processes
 
 FIRERS = 8
 """How many firers race on one due time."""
+FIRING_PROCESSES = 3
+DUE_TIMES_RACED = 20
 
 
 def whole_second(moment: datetime) -> datetime:
@@ -269,3 +272,24 @@ class ScheduleContract:
             assert len(jobs) == 3
             after = await must_get_schedule(backend, row.name)
             assert (after.run_count, after.next_run) == (3, row.next_run + timedelta(minutes=15))
+
+    async def test_schedulers_in_several_processes_enqueue_each_due_time_once(self, contract: ContractHarness) -> None:
+        async with contract.backend() as backend:
+            row = await backend.upsert_schedule(definition(every_seconds=60.0, cron=None, timezone="UTC"))
+            if backend.capabilities.shared_across_processes:
+                won = await race_in_processes(
+                    contract.factory,
+                    contract.namespace_of(backend),
+                    row.name,
+                    due_times=DUE_TIMES_RACED,
+                    processes=FIRING_PROCESSES,
+                )
+            else:  # an in-process store: the schedulers are tasks on the one store
+                loops = [fire_until_done(backend, row.name, DUE_TIMES_RACED) for _ in range(FIRING_PROCESSES)]
+                won = [due for part in await asyncio.gather(*loops) for due in part]
+            expected = [(row.next_run + STEP * n).isoformat() for n in range(DUE_TIMES_RACED)]
+            assert sorted(won) == expected, "some due time was fired twice or never"
+            jobs = await backend.list_jobs(ListJobsParams(queue=row.queue, limit=DUE_TIMES_RACED * 2))
+            assert sorted(job.scheduled_at.isoformat() for job in jobs) == expected
+            after = await must_get_schedule(backend, row.name)
+            assert (after.run_count, after.next_run) == (DUE_TIMES_RACED, row.next_run + STEP * DUE_TIMES_RACED)
