@@ -190,7 +190,8 @@ class DashboardReads:
             # An id is one primary-key probe; `search` in the page read would be a scan filtered by
             # "id or name prefix", which finds an old id only after walking every newer row.
             found = await self.app.get_job(search)
-            if found is not None:
+            # `get_job` also answers for a dead letter (issue 12); those have their own page.
+            if found is not None and found.get("status") != "dead_letter":
                 return Page(rows=[found], next_cursor=None)
         page = await (await self._backend()).job_page(
             JobPageParams(
@@ -207,7 +208,7 @@ class DashboardReads:
     async def job(self, job_id: str) -> JobDetail | None:
         """A job's full record, or its dead-letter row when it has moved there."""
         row = await self.app.get_job(job_id)
-        if row is not None:
+        if row is not None and row.get("status") != "dead_letter":
             return JobDetail(job=row, dead_letter=False, trace_id=trace_id_of(row.get("trace_context")))
         dead = await self.app.dead_letter.get(job_id)
         if dead is not None:

@@ -1,0 +1,23 @@
+"""Brings Soniq's own schema up to its latest step on ``manage.py migrate`` (issue 12: the store's
+dedup keys and producer ids, PostgreSQL migration 5 / SQLite schema version 5).
+
+``create_schema`` runs the backend's idempotent ``setup()``; the unmanaged models are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.db import migrations
+
+from soniq_django.schema import create_schema
+
+
+class Migration(migrations.Migration):
+    atomic = False
+
+    dependencies: ClassVar[list[tuple[str, str]]] = [("soniq_django", "0001_initial")]
+
+    operations: ClassVar[list[migrations.operations.base.Operation]] = [
+        migrations.RunPython(create_schema, migrations.RunPython.noop, elidable=False),
+    ]
