@@ -10,6 +10,7 @@ in transaction mode).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -26,6 +27,9 @@ from soniq.params import (
     CompleteJobsParams,
     DeadLetterJobParams,
     DeadLetterPageParams,
+    DeadLetterStatsParams,
+    DeleteDeadLettersParams,
+    DeleteJobParams,
     DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
@@ -65,6 +69,7 @@ from soniq.records import (
     ActivityBucket,
     DeadLetterPage,
     DeadLetterRecord,
+    DeadLetterStats,
     JobPage,
     JobRecord,
     JobStatus,
@@ -83,7 +88,7 @@ from soniq_postgres import migrations, reads, schedules
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
-from soniq_postgres.queries import Queries
+from soniq_postgres.queries import DEAD_COLUMNS, Queries, dead_letter_conditions
 from soniq_postgres.rows import (
     affected,
     claim_order,
@@ -239,27 +244,33 @@ class PostgresBackend:
 
     # -- producers ---------------------------------------------------------
 
-    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
         jobs, connection = params.jobs, params.connection
         if not jobs:
-            return
+            return []
         queues = sorted({job.queue for job in jobs})
         payload = ",".join(queues)
         if len(payload) > 7000:  # NOTIFY payloads stop at 8000 bytes; empty means "any queue"
             payload = ""
+        keyed = any(job.dedup_key is not None or job.producer_id is not None for job in jobs)
         try:
             if connection is not None:
                 await self._ensure_schema()
                 # The caller's transaction: NOTIFY is delivered only if it commits.
                 async with translated(self._options):
+                    if keyed:
+                        return await self._insert_keyed(connection, jobs, payload)
                     await self._insert(connection, jobs, payload)
-                return
+                return None
             async with self._connection() as conn:
+                if keyed:
+                    return await self._insert_keyed(conn, jobs, payload)
                 if len(jobs) >= COPY_THRESHOLD:
                     async with conn.transaction():
                         await self._insert(conn, jobs, payload)
                 else:
                     await self._insert(conn, jobs, payload)
+            return None
         except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
             if not _is_data_error(exc):
                 raise
@@ -270,6 +281,26 @@ class PostgresBackend:
                 f"{getattr(exc, 'sqlstate', None) or 'n/a'}); check the arguments, job name and queue "
                 "for NUL characters, lone surrogates or out-of-range numbers"
             ) from None
+
+    async def _insert_keyed(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> list[str]:
+        """One INSERT ... ON CONFLICT for jobs with dedup keys (issue 12); the stored id of each job."""
+        rows = await conn.fetch(
+            self._queries.enqueue_keyed,
+            [job.id for job in jobs],
+            [job.job_name for job in jobs],
+            [job.args_json or to_json(dict(job.args)) for job in jobs],
+            [job.queue for job in jobs],
+            [job.priority for job in jobs],
+            [utc(job.scheduled_at) for job in jobs],
+            [job.max_attempts for job in jobs],
+            [optional_json(job.trace_context) for job in jobs],
+            [job.dedup_key for job in jobs],
+            [job.producer_id for job in jobs],
+            self._options.channel,
+            payload,
+        )
+        by_key = {row["dedup_key"]: str(row["id"]) for row in rows if row["dedup_key"] is not None}
+        return [by_key[job.dedup_key] if job.dedup_key is not None else job.id for job in jobs]
 
     async def _insert(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> None:
         """One statement for a few jobs; COPY plus one NOTIFY for many (the caller holds the transaction)."""
@@ -388,6 +419,17 @@ class PostgresBackend:
         results = params.results
         if not results:
             return set()
+        doomed = [result.job_id for result in results if result.delete_row]
+        if doomed:
+            # result_ttl = 0: the fenced delete stands in for the completion write.
+            async with self._connection() as conn:
+                deleted = {
+                    row["id"] for row in await conn.fetch(self._queries.complete_deleting, doomed, params.worker_id)
+                }
+            rest = [result for result in results if not result.delete_row]
+            if not rest:
+                return deleted
+            return deleted | await self.complete_jobs(CompleteJobsParams(worker_id=params.worker_id, results=rest))
         # A result that cannot be encoded is left out (not reported as written,
         # so core settles that row); it never costs the rest of the batch.
         ids: list[str] = []
@@ -548,10 +590,26 @@ class PostgresBackend:
 
     async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
         queue, limit, offset = params.queue, params.limit, params.offset
+        if params.filter is not None:
+            return await self._list_dead_filtered(params)
         sql = self._queries.list_dead(by_queue=queue is not None)
         args: tuple[Any, ...] = (queue, limit, offset) if queue is not None else (limit, offset)
         async with self._connection() as conn:
             rows = await conn.fetch(sql, *args)
+        return [dead_letter_record(row) for row in rows]
+
+    async def _list_dead_filtered(self, params: ListDeadLetterParams) -> list[DeadLetterRecord]:
+        conditions, args = dead_letter_conditions(params.filter, first=1)
+        if params.queue is not None:
+            args.append(params.queue)
+            conditions.append(f"queue = ${len(args)}")
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+        sql = (
+            f"SELECT {DEAD_COLUMNS} FROM {self._queries.dead} {where} "
+            f"ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}"
+        )
+        async with self._connection() as conn:
+            rows = await conn.fetch(sql, *args, max(params.limit, 0), max(params.offset, 0))
         return [dead_letter_record(row) for row in rows]
 
     async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
@@ -567,12 +625,77 @@ class PostgresBackend:
                 params.new_job_id,
                 utc(params.scheduled_at),
                 self._options.channel,
+                params.queue,
+                params.priority,
+                params.max_attempts,
+                params.attempts,
             )
         return None if row is None else str(row["id"])
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         async with self._connection() as conn:
             return affected(await conn.execute(self._queries.purge_dead, params.job_id)) == 1
+
+    # -- issue 12 (compat-store): deleting jobs and bulk dead-letter operations ----
+
+    async def delete_job(self, params: DeleteJobParams, /) -> bool:
+        async with self._connection() as conn:
+            return affected(await conn.execute(self._queries.delete_job, params.job_id)) == 1
+
+    async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
+        if params.limit <= 0:
+            return set()
+        conditions, args = dead_letter_conditions(params.filter, first=1)
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+        dead = self._queries.dead
+        # A bounded batch; rows another deleter holds are left to it.
+        sql = f"""
+DELETE FROM {dead} WHERE id = ANY(ARRAY(
+    SELECT id FROM {dead} {where} ORDER BY moved_to_dead_letter_at, id LIMIT ${len(args) + 1}
+    FOR UPDATE SKIP LOCKED
+)) RETURNING id"""
+        async with self._connection() as conn:
+            rows = await conn.fetch(sql, *args, params.limit)
+        return {row["id"] for row in rows}
+
+    async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
+        conditions, args = dead_letter_conditions(params.filter, first=1)
+        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
+
+        def grouped(column: str) -> str:
+            return (
+                f"(SELECT json_object_agg(g.k, g.c)::text FROM (SELECT {column} AS k, count(*) AS c "
+                f"FROM d GROUP BY {column}) AS g)"
+            )
+
+        sql = f"""
+WITH d AS (
+    SELECT job_name, queue, dead_letter_reason, resurrection_count, moved_to_dead_letter_at
+    FROM {self._queries.dead} {where}
+)
+SELECT (SELECT count(*) FROM d) AS total,
+       (SELECT count(*) FROM d WHERE resurrection_count > 0) AS resurrected,
+       (SELECT min(moved_to_dead_letter_at) FROM d) AS oldest,
+       (SELECT max(moved_to_dead_letter_at) FROM d) AS newest,
+       {grouped("job_name")} AS by_job_name,
+       {grouped("queue")} AS by_queue,
+       {grouped("dead_letter_reason")} AS by_reason"""
+        async with self._connection() as conn:
+            row = await conn.fetchrow(sql, *args)
+        assert row is not None
+
+        def counts(text: str | None) -> dict[str, int]:
+            return {str(key): int(value) for key, value in json.loads(text).items()} if text else {}
+
+        return DeadLetterStats(
+            total=int(row["total"]),
+            by_job_name=counts(row["by_job_name"]),
+            by_queue=counts(row["by_queue"]),
+            by_reason=counts(row["by_reason"]),
+            resurrected=int(row["resurrected"]),
+            oldest_moved_at=None if row["oldest"] is None else utc(row["oldest"]),
+            newest_moved_at=None if row["newest"] is None else utc(row["newest"]),
+        )
 
     # -- dashboard reads (soniq_postgres.reads) ------------------------------
 

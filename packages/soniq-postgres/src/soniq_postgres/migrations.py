@@ -172,6 +172,19 @@ CREATE INDEX IF NOT EXISTS soniq_jobs_expires_idx
     ON {schema}.soniq_jobs (expires_at) WHERE expires_at IS NOT NULL;
 """,
     ),
+    # -- issue 12 (compat-store) ---------------------------------------------
+    Migration(
+        5,
+        "deduplicated enqueue and producer id",
+        """
+ALTER TABLE {schema}.soniq_jobs
+    ADD COLUMN IF NOT EXISTS dedup_key   text,
+    ADD COLUMN IF NOT EXISTS producer_id text;
+-- At most one queued row per key; enqueue's INSERT ... ON CONFLICT targets exactly this index.
+CREATE UNIQUE INDEX IF NOT EXISTS soniq_jobs_dedup_idx
+    ON {schema}.soniq_jobs (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL;
+""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

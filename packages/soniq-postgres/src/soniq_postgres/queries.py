@@ -9,13 +9,16 @@ Every statement is a single round trip; asyncpg prepares and caches each.
 
 from __future__ import annotations
 
+from typing import Any
+
+from soniq.params import DeadLetterFilter
 from soniq.records import DeadLetterReason
 from soniq_postgres.options import quote_ident
 
 JOB_COLUMNS = (
     "id, job_name, args::text AS args, status, attempts, max_attempts, queue, priority, "
     "scheduled_at, last_error, worker_id, result::text AS result, created_at, updated_at, "
-    "started_at, trace_context::text AS trace_context, expires_at"
+    "started_at, trace_context::text AS trace_context, expires_at, dedup_key, producer_id"
 )
 # Listings without results never read the column: a large result costs nothing there.
 JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("result::text AS result", "NULL::text AS result")
@@ -65,6 +68,27 @@ WITH inserted AS (
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
         self.notify = "SELECT pg_notify($1, $2)"
+        # -- issue 12 (compat-store) --
+        # Jobs with a dedup key or producer id. A key a queued row holds hits the partial unique
+        # index and becomes a no-op update, whose RETURNING yields that row's id; racing producers
+        # wait on the index entry, so exactly one row is stored. $9 keys, $10 producers.
+        self.enqueue_keyed = f"""
+WITH stored AS (
+    INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
+                        trace_context, dedup_key, producer_id, status, attempts, created_at, updated_at)
+    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, 'queued', 0, clock_timestamp(), clock_timestamp()
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
+                $6::timestamptz[], $7::int[], $8::text[], $9::text[], $10::text[])
+         AS r(i, n, a, q, p, s, m, t, k, pr)
+    ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL
+    DO UPDATE SET dedup_key = EXCLUDED.dedup_key
+    RETURNING id, dedup_key
+)
+SELECT id, dedup_key, pg_notify($11, $12) FROM stored"""
+        self.delete_job = f"DELETE FROM {jobs} WHERE id = $1"
+        self.complete_deleting = f"""
+DELETE FROM {jobs} WHERE id = ANY($1::text[]) AND status = 'processing' AND worker_id = $2
+RETURNING id"""
 
         self.get_job = f"SELECT {JOB_COLUMNS} FROM {jobs} WHERE id = $1"
         self.cancel = f"""
@@ -161,7 +185,8 @@ WITH revived AS (
 ), inserted AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
                         status, attempts, created_at, updated_at)
-    SELECT $2, job_name, args, queue, priority, $3, max_attempts, 'queued', 0, now(), now()
+    SELECT $2, job_name, args, COALESCE($5::text, queue), COALESCE($6::int, priority), $3,
+           COALESCE($7::int, max_attempts), 'queued', $8::int, now(), now()
     FROM revived
     RETURNING id, queue
 )
@@ -215,7 +240,7 @@ RETURNING id"""
         return f"""
 UPDATE {self.jobs} AS j
 SET status = 'processing', worker_id = $1, updated_at = now(),
-    started_at = CASE WHEN $3::bool THEN now() END
+    started_at = CASE WHEN $3::bool THEN now() END, dedup_key = NULL
 WHERE j.id = ANY(ARRAY(
     SELECT id FROM {self.jobs}
     WHERE status = 'queued' AND scheduled_at <= now() {queue_filter} {name_filter}
@@ -248,3 +273,29 @@ RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
             f"SELECT {DEAD_COLUMNS} FROM {self.dead} {where} "
             f"ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT ${first} OFFSET ${first + 1}"
         )
+
+
+# -- issue 12 (compat-store): dead-letter filters ------------------------------
+
+
+def dead_letter_conditions(wanted: DeadLetterFilter | None, *, first: int) -> tuple[list[str], list[Any]]:
+    """SQL conditions over `soniq_dead_letter_jobs` for the filter, numbered from `$first`."""
+    if wanted is None:
+        return [], []
+    conditions: list[str] = []
+    args: list[Any] = []
+    for column, given in (
+        ("job_name", wanted.job_names),
+        ("queue", wanted.queues),
+        ("dead_letter_reason", wanted.reasons),
+    ):
+        if given is not None:
+            args.append(list(given))
+            conditions.append(f"{column} = ANY(${first + len(args) - 1}::text[])")
+    for operator, value in ((">=", wanted.moved_from), ("<=", wanted.moved_to)):
+        if value is not None:
+            args.append(value)
+            conditions.append(f"moved_to_dead_letter_at {operator} ${first + len(args) - 1}::timestamptz")
+    if wanted.resurrected is not None:
+        conditions.append("resurrection_count > 0" if wanted.resurrected else "resurrection_count = 0")
+    return conditions, args

@@ -51,6 +51,8 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
         trace_context=trace,
         decode_error=join_problems(args_problem, result_problem),
         expires_at=_optional_utc(row.get("expires_at")),
+        dedup_key=row.get("dedup_key"),
+        producer_id=row.get("producer_id"),
     )
 
 
