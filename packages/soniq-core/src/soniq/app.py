@@ -22,8 +22,16 @@ from soniq.errors import BackendProtocolError, SoniqError, UnknownJobError
 from soniq.hooks import check_hook, check_middleware, hook_listeners
 from soniq.metrics import MetricsSink, NullMetricsSink, adapt_metrics_sink
 from soniq.observers import EnqueueEvent, Observer
-from soniq.params import CancelJobParams, EnqueueJobsParams, GetJobParams, ListJobsParams, QueueStatsParams
-from soniq.records import JobRecord, JobStatus, NewJob, RecoveryResult, SchemaStatus
+from soniq.params import (
+    CancelJobParams,
+    DeleteJobParams,
+    EnqueueJobsParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    ListJobsParams,
+    QueueStatsParams,
+)
+from soniq.records import DeadLetterRecord, JobRecord, JobStatus, NewJob, RecoveryResult, SchemaStatus
 from soniq.redaction import redact_url
 from soniq.registry import JobDefinition, JobRegistry, default_job_name
 from soniq.retry import check_app_retry_policy
@@ -642,10 +650,48 @@ class Soniq:
     # -- reading and managing jobs ------------------------------------------
 
     async def get_job(self, job_id: str) -> dict[str, Any] | None:
-        """The job as a dict (with its result), or None; see `job_dict` for the keys."""
+        """The job as a dict (with its result), or None; see `job_dict` for the keys.
+
+        A dead-lettered job comes back as its dead-letter row with ``status="dead_letter"``
+        (see `dead_letter_job_dict`)."""
         backend = await self.connected_backend()
         row = await backend.get_job(GetJobParams(job_id=str(job_id)))
-        return job_dict(row) if row else None
+        if row is not None:
+            return job_dict(row)
+        dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=str(job_id)))
+        return dead_letter_job_dict(dead) if dead is not None else None
+
+    # -- issue 12 (compat-store): results and deleting jobs --------------------
+
+    async def get_result(self, job_id: str, result_model: Any = None) -> Any:
+        """The stored result of a `done` job, None for a job that is not done (or not found).
+
+        With `result_model` (a pydantic model, or any class taking the result), the result is
+        validated into it: ``model_validate`` when the class has one, else ``result_model(**result)``
+        for a dict and ``result_model(result)`` otherwise. A row deleted by ``result_ttl`` is not found.
+        """
+        backend = await self.connected_backend()
+        row = await backend.get_job(GetJobParams(job_id=str(job_id)))
+        if row is None or row.status is not JobStatus.DONE or row.result is None:
+            return None
+        if result_model is None:
+            return row.result
+        validate = getattr(result_model, "model_validate", None)
+        if callable(validate):
+            return validate(row.result)
+        if isinstance(row.result, Mapping):
+            return result_model(**row.result)
+        return result_model(row.result)
+
+    async def delete_job(self, job_id: str) -> bool:
+        """Delete a job's row whatever its status; False when there was none.
+
+        A job that is running keeps running, but its outcome is then written nowhere.
+        Dead-letter rows are deleted with ``app.dead_letter.purge``."""
+        backend = await self.connected_backend()
+        return await backend.delete_job(DeleteJobParams(job_id=str(job_id)))
+
+    # -- end issue 12 (compat-store) ---------------------------------------------
 
     async def list_jobs(
         self,
@@ -798,6 +844,20 @@ def collapse_duplicates(jobs: list[NewJob]) -> tuple[list[NewJob], list[int]]:
         positions.append(len(sent))
         sent.append(job)
     return sent, positions
+
+
+def dead_letter_job_dict(row: DeadLetterRecord) -> dict[str, Any]:
+    """A dead-letter row in the shape of `job_dict`, with ``status="dead_letter"`` and the
+    dead-letter fields (`dead_letter_reason`, `moved_to_dead_letter_at`, `resurrection_count`,
+    `last_resurrection_at`) added."""
+    data = row.to_dict()
+    data.update(
+        status="dead_letter",
+        result=None,
+        worker_id=None,
+        error_from_earlier_attempt=False,
+    )
+    return data
 
 
 def job_dict(row: JobRecord, *, with_result: bool = True) -> dict[str, Any]:

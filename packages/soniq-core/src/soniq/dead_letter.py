@@ -1,52 +1,304 @@
-"""The dead-letter service: `app.dead_letter.list / get / replay / purge`."""
+"""The dead-letter service: ``app.dead_letter``.
+
+One row at a time: `list`, `get`, `replay` (with overrides), `purge` (alias `delete`).
+By filter (`DeadLetterFilter`, 0.1.0's names): `bulk_replay`, `bulk_delete`, `stats`,
+`cleanup` (rows older than N days, with a dry run) and `export` (JSON or CSV text).
+Bulk writes go to the store in bounded batches, so none of them holds a lock for long.
+"""
 
 from __future__ import annotations
 
+import builtins
+import csv
+import io
+import json
 import uuid
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from soniq.errors import SoniqError
-from soniq.params import GetDeadLetterParams, ListDeadLetterParams, PurgeDeadLetterParams, ReplayDeadLetterParams
-from soniq.validation import check_page
+from soniq.params import (
+    DeadLetterFilter as StoreFilter,
+)
+from soniq.params import (
+    DeadLetterStatsParams,
+    DeleteDeadLettersParams,
+    GetDeadLetterParams,
+    ListDeadLetterParams,
+    PurgeDeadLetterParams,
+    ReplayDeadLetterParams,
+)
+from soniq.validation import JobOptionsError, check_page, check_priority, check_queue_name
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
+
+BULK_BATCH = 500
+"""Rows per store call in bulk delete (and per page read in bulk replay and export)."""
+EXPORT_FORMATS = ("json", "csv")
+EXPORT_COLUMNS = (
+    "id",
+    "job_name",
+    "queue",
+    "args",
+    "attempts",
+    "max_attempts",
+    "priority",
+    "last_error",
+    "dead_letter_reason",
+    "moved_to_dead_letter_at",
+    "resurrection_count",
+    "last_resurrection_at",
+)
 
 
 class DeadLetterNotFoundError(SoniqError, LookupError):
     """No dead-letter row has that id."""
 
 
+@dataclass(frozen=True, slots=True)
+class DeadLetterFilter:
+    """Which dead-letter rows a bulk operation touches; every given field must match.
+
+    The names are soniq 0.1.0's. `date_from` and `date_to` bound `moved_to_dead_letter_at`
+    (both inclusive; a naive datetime is taken as UTC). `limit` caps how many rows the
+    operation reads or writes, `offset` skips the newest ones first (listing order).
+    """
+
+    job_names: Sequence[str] | None = None
+    queues: Sequence[str] | None = None
+    reasons: Sequence[str] | None = None
+    date_from: datetime | None = None
+    date_to: datetime | None = None
+    has_been_resurrected: bool | None = None
+    limit: int = 1000
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("job_names", "queues", "reasons"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if isinstance(value, str) or not all(isinstance(item, str) for item in value):
+                raise JobOptionsError(f"DeadLetterFilter.{name} must be a list of strings, got {value!r}")
+            object.__setattr__(self, name, tuple(value))
+        for name in ("date_from", "date_to"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, datetime):
+                raise JobOptionsError(f"DeadLetterFilter.{name} must be a datetime, got {value!r}")
+            if isinstance(value, datetime) and value.tzinfo is None:
+                object.__setattr__(self, name, value.replace(tzinfo=UTC))
+        if self.has_been_resurrected is not None and not isinstance(self.has_been_resurrected, bool):
+            raise JobOptionsError(
+                f"DeadLetterFilter.has_been_resurrected must be True, False or None, got {self.has_been_resurrected!r}"
+            )
+        if self.date_from and self.date_to and self.date_from > self.date_to:
+            raise JobOptionsError("DeadLetterFilter.date_from must not be after date_to")
+        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
+            raise JobOptionsError(f"DeadLetterFilter.limit must be an integer of at least 1, got {self.limit!r}")
+        if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 0:
+            raise JobOptionsError(f"DeadLetterFilter.offset must be an integer of at least 0, got {self.offset!r}")
+
+    def for_store(self) -> StoreFilter:
+        return StoreFilter(
+            job_names=self.job_names,
+            queues=self.queues,
+            reasons=self.reasons,
+            moved_from=self.date_from,
+            moved_to=self.date_to,
+            resurrected=self.has_been_resurrected,
+        )
+
+
 class DeadLetterService:
     def __init__(self, app: Soniq) -> None:
         self._app = app
 
-    async def list(self, queue: str | None = None, *, limit: int = 100, offset: int = 0) -> list[dict[str, Any]]:
+    async def list(
+        self,
+        queue: str | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        filter: DeadLetterFilter | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """Rows newest first; with `filter`, only matching rows (its own limit and offset then apply)."""
+        if filter is not None:
+            limit, offset = filter.limit, filter.offset
         check_page(limit, offset)
         backend = await self._app.connected_backend()
-        rows = await backend.list_dead_letter(ListDeadLetterParams(queue=queue, limit=limit, offset=offset))
-        return [row.to_dict() for row in rows]
+        params = ListDeadLetterParams(
+            queue=queue, limit=limit, offset=offset, filter=filter.for_store() if filter is not None else None
+        )
+        return [row.to_dict() for row in await backend.list_dead_letter(params)]
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
         backend = await self._app.connected_backend()
         row = await backend.get_dead_letter(GetDeadLetterParams(job_id=str(job_id)))
         return row.to_dict() if row else None
 
-    async def replay(self, job_id: str) -> str:
+    async def replay(
+        self,
+        job_id: str,
+        *,
+        reset_attempts: bool = True,
+        new_max_attempts: int | None = None,
+        new_priority: int | None = None,
+        new_queue: str | None = None,
+    ) -> str:
         """Queue a fresh copy of a dead-lettered job; returns the new job's id.
 
-        The dead-letter row stays, with `resurrection_count` incremented.
+        The dead-letter row stays, with `resurrection_count` incremented. The copy starts at
+        ``attempts = 0`` unless ``reset_attempts=False`` (then it keeps the dead row's count);
+        `new_max_attempts`, `new_priority` and `new_queue` replace the dead row's values.
         """
+        _check_overrides(reset_attempts, new_max_attempts, new_priority, new_queue)
         backend = await self._app.connected_backend()
+        attempts = 0
+        if not reset_attempts:
+            dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=str(job_id)))
+            if dead is None:
+                raise DeadLetterNotFoundError(f"no dead-letter job with id {job_id!r}")
+            attempts = dead.attempts
         new_id = await backend.replay_dead_letter(
-            ReplayDeadLetterParams(job_id=str(job_id), new_job_id=str(uuid.uuid4()), scheduled_at=datetime.now(UTC))
+            ReplayDeadLetterParams(
+                job_id=str(job_id),
+                new_job_id=str(uuid.uuid4()),
+                scheduled_at=datetime.now(UTC),
+                queue=new_queue,
+                priority=new_priority,
+                max_attempts=new_max_attempts,
+                attempts=attempts,
+            )
         )
         if new_id is None:
             raise DeadLetterNotFoundError(f"no dead-letter job with id {job_id!r}")
         return new_id
 
+    async def bulk_replay(
+        self,
+        filter: DeadLetterFilter,
+        *,
+        reset_attempts: bool = True,
+        new_max_attempts: int | None = None,
+        new_priority: int | None = None,
+        new_queue: str | None = None,
+    ) -> builtins.list[str]:
+        """Replay every row the filter matches (up to its `limit`); returns the new ids.
+
+        The matching ids are read first, then each is replayed on its own, so a row moved
+        to the dead-letter table meanwhile is not picked up twice.
+        """
+        _check_overrides(reset_attempts, new_max_attempts, new_priority, new_queue)
+        ids = [row["id"] for row in await self.list(filter=filter)]
+        replayed = []
+        for job_id in ids:
+            try:
+                replayed.append(
+                    await self.replay(
+                        job_id,
+                        reset_attempts=reset_attempts,
+                        new_max_attempts=new_max_attempts,
+                        new_priority=new_priority,
+                        new_queue=new_queue,
+                    )
+                )
+            except DeadLetterNotFoundError:
+                continue  # deleted by someone else since it was listed
+        return replayed
+
     async def purge(self, job_id: str) -> bool:
         """Delete a dead-letter row for good; False when there was none."""
         backend = await self._app.connected_backend()
         return await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=str(job_id)))
+
+    delete = purge
+
+    async def bulk_delete(self, filter: DeadLetterFilter) -> int:
+        """Delete every row the filter matches, oldest first, in batches of `BULK_BATCH`
+        (at most `filter.limit` rows); returns how many went. `filter.offset` is not used."""
+        backend = await self._app.connected_backend()
+        wanted, remaining, deleted = filter.for_store(), filter.limit, 0
+        while remaining > 0:
+            batch = min(BULK_BATCH, remaining)
+            gone = await backend.delete_dead_letters(DeleteDeadLettersParams(filter=wanted, limit=batch))
+            deleted += len(gone)
+            remaining -= len(gone)
+            if len(gone) < batch:
+                break
+        return deleted
+
+    async def stats(self, filter: DeadLetterFilter | None = None) -> dict[str, Any]:
+        """``total``, counts ``by_job_name`` / ``by_queue`` / ``by_reason``, ``resurrected``,
+        ``oldest_moved_at`` and ``newest_moved_at`` over the matching rows (all when None)."""
+        backend = await self._app.connected_backend()
+        params = DeadLetterStatsParams(filter=filter.for_store() if filter is not None else None)
+        return (await backend.dead_letter_stats(params)).to_dict()
+
+    async def cleanup(self, days: float = 30, *, dry_run: bool = False) -> int:
+        """Delete rows moved to the dead-letter table more than `days` days ago; returns how many
+        (with `dry_run`, how many would go, deleting nothing)."""
+        if isinstance(days, bool) or not isinstance(days, (int, float)) or days < 0:
+            raise JobOptionsError(f"cleanup days must be a number of at least 0, got {days!r}")
+        wanted = StoreFilter(moved_to=datetime.now(UTC) - timedelta(days=days))
+        backend = await self._app.connected_backend()
+        if dry_run:
+            return (await backend.dead_letter_stats(DeadLetterStatsParams(filter=wanted))).total
+        deleted = 0
+        while True:
+            gone = await backend.delete_dead_letters(DeleteDeadLettersParams(filter=wanted, limit=BULK_BATCH))
+            deleted += len(gone)
+            if len(gone) < BULK_BATCH:
+                return deleted
+
+    async def export(self, filter: DeadLetterFilter | None = None, *, format: str = "json") -> str:
+        """The matching rows (newest first, up to the filter's `limit`) as JSON or CSV text."""
+        if format not in EXPORT_FORMATS:
+            raise JobOptionsError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
+        rows = await self.list(filter=filter or DeadLetterFilter())
+        return export_text(rows, format)
+
+
+def export_text(rows: list[dict[str, Any]], format: str) -> str:
+    """Dead-letter rows as JSON (a list of objects) or CSV (`EXPORT_COLUMNS`, args as JSON)."""
+    if format == "json":
+        return json.dumps(rows, indent=2, default=_iso, ensure_ascii=False) + "\n"
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    for row in rows:
+        values = []
+        for column in EXPORT_COLUMNS:
+            value = row.get(column)
+            if column == "args":
+                value = json.dumps(value, ensure_ascii=False, default=str)
+            elif isinstance(value, datetime):
+                value = value.isoformat()
+            values.append("" if value is None else value)
+        writer.writerow(values)
+    return out.getvalue()
+
+
+def _iso(value: Any) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def _check_overrides(
+    reset_attempts: bool, new_max_attempts: int | None, new_priority: int | None, new_queue: str | None
+) -> None:
+    """Refuse a bad override before anything is written, naming the option."""
+    if not isinstance(reset_attempts, bool):
+        raise JobOptionsError(f"reset_attempts must be True or False, got {reset_attempts!r}")
+    if new_max_attempts is not None and (
+        isinstance(new_max_attempts, bool) or not isinstance(new_max_attempts, int) or new_max_attempts < 1
+    ):
+        raise JobOptionsError(f"new_max_attempts must be an integer of at least 1, got {new_max_attempts!r}")
+    if new_priority is not None:
+        try:
+            check_priority(new_priority)
+        except JobOptionsError as exc:
+            raise JobOptionsError(f"new_priority: {exc}") from None
+    if new_queue is not None:
+        check_queue_name(new_queue, what="new_queue")

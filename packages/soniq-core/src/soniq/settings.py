@@ -140,6 +140,10 @@ class Settings:
     pool_max_size: int | None = None
     """PostgreSQL connection pool bounds (the backend's ``min_size`` / ``max_size``); other backends ignore them."""
     # -- end of compat-surface fields --
+    # -- issue 12 (compat-store) --
+    result_ttl: float | None = None
+    """Seconds a finished job's row is kept: None forever, 0 deleted on completion (see soniq.retention)."""
+    # -- end issue 12 (compat-store) --
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks and error trackers: never with the database password.
@@ -351,6 +355,9 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     # -- compat-jobs (issue 12) --
     "snooze_max_seconds": _positive,
     # -- end compat-jobs --
+    # -- issue 12 (compat-store) --
+    "result_ttl": _optional_non_negative,
+    # -- end issue 12 (compat-store) --
 }
 
 

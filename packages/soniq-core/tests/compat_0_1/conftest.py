@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 import uuid
@@ -30,31 +29,6 @@ def _reachable_or_skip(kind: str, url: str, port: int) -> None:
         if os.environ.get("CI") == "true":
             pytest.fail(message)
         pytest.skip(message)
-
-
-def _store_dedupes(package: str) -> bool:
-    """Whether a backend package has the store side of unique/dedup_key (compat-store lands it backend by backend)."""
-    spec = importlib.util.find_spec(package)
-    root = Path(spec.origin or "").parent if spec else None
-    return root is not None and any("dedup_key" in p.read_text(errors="replace") for p in root.rglob("*.py"))
-
-
-PENDING = {
-    # test name -> (backend, why), for features a sibling branch has not landed on that backend yet
-    "test_unique_enqueue_returns_the_queued_job": {
-        kind: f"pending: unique/dedup_key enqueue is not in {package} yet (compat-store)"
-        for kind, package in (("redis", "soniq_redis"), ("postgres", "soniq_postgres"), ("sqlite", "soniq_sqlite"))
-        if not _store_dedupes(package)
-    },
-}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        name, _, kind = item.name.partition("[")
-        reason = PENDING.get(name, {}).get(kind.rstrip("]"))
-        if reason:
-            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 @pytest_asyncio.fixture(autouse=True, params=["memory", "sqlite", "postgres", "redis"])

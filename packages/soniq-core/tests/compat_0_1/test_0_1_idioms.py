@@ -6,11 +6,9 @@ uses a name that 0.1.0 did not document.
 
 from __future__ import annotations
 
-import inspect
-
 import pytest
 
-from soniq import JobContext, Snooze, Soniq
+from soniq import JobContext, Snooze
 from soniq.testing import drain, make_app, wait_until
 
 pytestmark = pytest.mark.asyncio
@@ -51,10 +49,6 @@ async def test_retries_then_dead_letter_with_per_job_retry_delay() -> None:
     assert "upstream down" in (dead[0]["last_error"] or "")
 
 
-@pytest.mark.skipif(
-    "dead_letter" not in inspect.getsource(Soniq.get_job),
-    reason="pending: get_job of a dead-lettered job (compat-store) is not merged into app.get_job yet",
-)
 async def test_get_job_of_a_dead_lettered_job_says_dead_letter() -> None:
     app = make_app()
 
@@ -91,7 +85,6 @@ async def test_a_returned_snooze_runs_again_later_keeping_the_attempt() -> None:
     assert job["status"] == "done"
 
 
-@pytest.mark.skipif(not hasattr(make_app(), "get_result"), reason="pending: get_result (compat-store) is not merged")
 async def test_get_result_returns_what_the_handler_returned() -> None:
     app = make_app()
 
@@ -101,7 +94,7 @@ async def test_get_result_returns_what_the_handler_returned() -> None:
 
     job_id = await build.enqueue(n=3)
     await drain(app)
-    assert await app.get_result(job_id) == {"rows": 3}  # type: ignore[attr-defined]
+    assert await app.get_result(job_id) == {"rows": 3}
 
 
 async def test_unique_enqueue_returns_the_queued_job() -> None:

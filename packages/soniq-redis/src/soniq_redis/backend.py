@@ -15,6 +15,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 from redis.asyncio import Redis
@@ -26,8 +27,12 @@ from soniq.params import (
     CancelJobParams,
     ClaimJobsParams,
     CompleteJobsParams,
+    DeadLetterFilter,
     DeadLetterJobParams,
     DeadLetterPageParams,
+    DeadLetterStatsParams,
+    DeleteDeadLettersParams,
+    DeleteJobParams,
     DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
@@ -70,6 +75,7 @@ from soniq.records import (
     DeadLetterPage,
     DeadLetterReason,
     DeadLetterRecord,
+    DeadLetterStats,
     JobPage,
     JobRecord,
     JobStatus,
@@ -279,7 +285,7 @@ class RedisBackend:
 
     # -- producers -------------------------------------------------------------
 
-    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
         jobs = params.jobs
         if params.connection is not None:
             raise SoniqError(
@@ -287,7 +293,7 @@ class RedisBackend:
                 "enqueue without connection="
             )
         if not jobs:
-            return
+            return []
         args: list[str | int] = [JobStatus.QUEUED.value, len(jobs)]
         for job in jobs:
             if not -PRIORITY_LIMIT < job.priority < PRIORITY_LIMIT:
@@ -301,8 +307,11 @@ class RedisBackend:
                 to_micros(job.scheduled_at),
                 job.max_attempts,
                 "" if job.trace_context is None else dumps(dict(job.trace_context)),
+                job.dedup_key or "",
+                job.producer_id or "",
             ]
-        await self._run("enqueue", *args)
+        stored = await self._run("enqueue", *args)
+        return [str(job_id) for job_id in stored]
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         client, _ = await self._ready()
@@ -364,7 +373,9 @@ class RedisBackend:
             return set()
         pairs_args: list[str | int] = []
         for item in params.results:
-            expires = "" if item.expires_at is None else to_micros(item.expires_at)
+            expires: str | int = "" if item.expires_at is None else to_micros(item.expires_at)
+            if item.delete_row:
+                expires = "delete"
             pairs_args += [item.job_id, dumps(item.result), expires]
         written = await self._run("complete", JobStatus.DONE.value, params.worker_id, *pairs_args)
         return {str(job_id) for job_id in written}
@@ -478,6 +489,15 @@ class RedisBackend:
     # -- dead letters ----------------------------------------------------------------
 
     async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
+        if params.filter is not None:
+            wanted = params.filter
+            if params.queue is not None:
+                queues = [params.queue] if wanted.queues is None or params.queue in wanted.queues else []
+                wanted = replace(wanted, queues=queues)
+            rows = await self._run(
+                "dead_filter", "list", *_filter_args(wanted), max(params.limit, 0), max(params.offset, 0)
+            )
+            return [dead_letter_record(pairs(row)) for row in rows]
         rows = await self._list("dead", params.queue, "", params.limit, params.offset)
         return [dead_letter_record(pairs(row)) for row in rows]
 
@@ -489,11 +509,50 @@ class RedisBackend:
 
     async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
         scheduled_at = to_micros(params.scheduled_at)
-        new_id = await self._run("replay", JobStatus.QUEUED.value, params.job_id, params.new_job_id, scheduled_at)
+        new_id = await self._run(
+            "replay",
+            JobStatus.QUEUED.value,
+            params.job_id,
+            params.new_job_id,
+            scheduled_at,
+            params.queue or "",
+            "" if params.priority is None else params.priority,
+            "" if params.max_attempts is None else params.max_attempts,
+            params.attempts,
+        )
         return None if new_id is None else str(new_id)
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         return bool(await self._run("purge", params.job_id))
+
+    # -- issue 12 (compat-store): deleting jobs and bulk dead-letter operations ----
+
+    async def delete_job(self, params: DeleteJobParams, /) -> bool:
+        return bool(await self._run("delete_job", params.job_id))
+
+    async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
+        if params.limit <= 0:
+            return set()
+        deleted = await self._run("dead_filter", "delete", *_filter_args(params.filter), params.limit, 0)
+        return {str(job_id) for job_id in deleted}
+
+    async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
+        wanted = params.filter if params.filter is not None else DeadLetterFilter()
+        reply = await self._run("dead_filter", "stats", *_filter_args(wanted), 0, 0)
+        total, revived, oldest, newest, by_name, by_queue, by_reason = reply
+
+        def counts(text: str) -> dict[str, int]:
+            return {str(key): int(value) for key, value in json.loads(text).items()}
+
+        return DeadLetterStats(
+            total=int(total),
+            by_job_name=counts(by_name),
+            by_queue=counts(by_queue),
+            by_reason=counts(by_reason),
+            resurrected=int(revived),
+            oldest_moved_at=from_micros(int(oldest)) if oldest else None,
+            newest_moved_at=from_micros(int(newest)) if newest else None,
+        )
 
     # -- dashboard reads (soniq_redis.reads) -------------------------------------
 
@@ -603,3 +662,19 @@ class RedisBackend:
 
     async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
         return int(await self._run("prune_dead", to_micros(params.before), max(params.limit, 0)))
+
+
+def _filter_args(wanted: DeadLetterFilter) -> list[str | int]:
+    """`dead_filter.lua`'s filter arguments (ARGV 3 to 8)."""
+
+    def listed(values: Sequence[str] | None) -> str:
+        return "" if values is None else json.dumps(list(values))
+
+    return [
+        listed(wanted.job_names),
+        listed(wanted.queues),
+        listed(wanted.reasons),
+        "" if wanted.moved_from is None else to_micros(wanted.moved_from),
+        "" if wanted.moved_to is None else to_micros(wanted.moved_to),
+        "" if wanted.resurrected is None else int(wanted.resurrected),
+    ]

@@ -80,6 +80,8 @@ def job_record(fields: Mapping[str, str]) -> JobRecord:
         trace_context=trace,
         expires_at=_optional_time(fields, "expires_at"),
         decode_error=join_problems(args_error, result_error),
+        dedup_key=fields.get("dedup_key"),
+        producer_id=fields.get("producer_id"),
     )
 
 

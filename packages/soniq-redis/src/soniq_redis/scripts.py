@@ -15,6 +15,9 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 SCRIPT_NAMES: tuple[str, ...] = (
+    # issue 12 (compat-store)
+    "delete_job",
+    "dead_filter",
     "enqueue",
     "claim",
     "mark_started",

@@ -359,11 +359,11 @@ class SQLiteBackend:
             # result_ttl = 0: the fenced delete stands in for the completion write.
             await self.connect()
             deleted: set[str] = set()
-            for chunk in _chunks(doomed, _VALUES_PER_STATEMENT):
+            for id_chunk in _chunks(doomed, _VALUES_PER_STATEMENT):
                 rows = await self._db.fetchall(
                     f"DELETE FROM soniq_jobs WHERE status = 'processing' AND worker_id = ? "
-                    f"AND id IN ({', '.join('?' for _ in chunk)}) RETURNING id",
-                    (params.worker_id, *chunk),
+                    f"AND id IN ({', '.join('?' for _ in id_chunk)}) RETURNING id",
+                    (params.worker_id, *id_chunk),
                 )
                 deleted.update(str(row[0]) for row in rows)
             rest = [r for r in params.results if not r.delete_row]

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from soniq.backend import Backend
-from soniq.params import CompleteJobsParams, JobResult
+from soniq.params import CompleteJobsParams
+from soniq.retention import completion_entry
 from soniq.worker.writes import write_with_retry
 
 logger = logging.getLogger("soniq.worker")
@@ -29,8 +30,16 @@ MAX_BATCH = 500
 
 
 class CompletionBatcher:
-    def __init__(self, backend: Backend, worker_id: str, give_up_at: Callable[[], float | None]) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        worker_id: str,
+        give_up_at: Callable[[], float | None],
+        *,
+        result_ttl: float | None = None,
+    ) -> None:
         self._backend = backend
+        self._result_ttl = result_ttl
         self._worker_id = worker_id
         self._give_up_at = give_up_at
         self._pending: list[tuple[str, Any, asyncio.Future[bool | None]]] = []
@@ -53,7 +62,7 @@ class CompletionBatcher:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
             params = CompleteJobsParams(
                 worker_id=self._worker_id,
-                results=[JobResult(job_id=job_id, result=result) for job_id, result, _ in batch],
+                results=[completion_entry(job_id, result, result_ttl=self._result_ttl) for job_id, result, _ in batch],
             )
             try:
                 written = await self._write(params, len(batch))
@@ -78,7 +87,8 @@ class CompletionBatcher:
 
     async def _write_each(self, batch: list[tuple[str, Any, asyncio.Future[bool | None]]]) -> None:
         for job_id, result, future in batch:
-            params = CompleteJobsParams(worker_id=self._worker_id, results=[JobResult(job_id=job_id, result=result)])
+            entry = completion_entry(job_id, result, result_ttl=self._result_ttl)
+            params = CompleteJobsParams(worker_id=self._worker_id, results=[entry])
             try:
                 written = await self._write(params, 1)
             except Exception as exc:

@@ -85,7 +85,9 @@ class Worker:
         self._trigger: str | None = None
         self._signal_at = 0.0
         self._executor: Executor | None = None
-        self.completions = CompletionBatcher(self.backend, self.worker_id, self._write_deadline)
+        self.completions = CompletionBatcher(
+            self.backend, self.worker_id, self._write_deadline, result_ttl=app.settings.result_ttl
+        )
         self.state_record = StateRecord(self.backend, self.worker_id)
 
     # -- public control ------------------------------------------------------

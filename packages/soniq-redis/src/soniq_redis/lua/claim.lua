@@ -84,8 +84,13 @@ while #claimed < limit do
   heads[best] = head(best)
   local id = string.sub(member, MEMBER_ID_OFFSET)
   local k = job_key(id)
-  local f = redis.call('HMGET', k, 'status', 'queue', 'created_at')
+  local f = redis.call('HMGET', k, 'status', 'queue', 'created_at', 'dedup_key')
   transition(id, f[2], f[3], f[1], target)
+  -- A claim releases the row's dedup key (issue 12).
+  if f[4] then
+    if redis.call('GET', P .. 'dedup:' .. f[4]) == id then redis.call('DEL', P .. 'dedup:' .. f[4]) end
+    redis.call('HDEL', k, 'dedup_key')
+  end
   redis.call('HSET', k, 'worker_id', worker, 'updated_at', stamp)
   if mark then
     redis.call('HSET', k, 'started_at', stamp)
