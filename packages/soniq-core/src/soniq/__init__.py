@@ -24,8 +24,9 @@ from soniq.errors import (
 from soniq.metrics import InMemoryMetricsSink, MetricsSink, NullMetricsSink
 from soniq.observers import BaseObserver, Observer
 from soniq.outcomes import HandlerKind, JobOutcome
-from soniq.records import JobStatus, StaleJobPolicy, WorkerStatus
+from soniq.records import JobStatus, MigrationStep, SchemaStatus, StaleJobPolicy, WorkerStatus  # compat-surface
 from soniq.retry import AppRetryPolicy  # compat-jobs (issue 12)
+from soniq.routing import TaskRef, task_ref  # compat-surface
 from soniq.settings import Settings
 from soniq.validation import JobOptionsError
 from soniq.worker.state import WorkerState
@@ -53,18 +54,22 @@ __all__ = [
     "JobOutcome",
     "JobStatus",
     "MetricsSink",
+    "MigrationStep",  # compat-surface
     "NullMetricsSink",
     "Observer",
     "Permanent",
+    "SchemaStatus",  # compat-surface
     "Settings",
     "SettingsError",
     "Snooze",
     "Soniq",
     "SoniqError",
     "StaleJobPolicy",
+    "TaskRef",  # compat-surface
     "UnknownJobError",
     "WorkerState",
     "WorkerStatus",
     "WorkerSummary",
     "__version__",
+    "task_ref",  # compat-surface
 ]

@@ -651,6 +651,22 @@ class Soniq:
             if not self._connected:
                 await backend.close()
 
+    # 0.1.0's lifecycle names.
+
+    @property
+    def is_initialized(self) -> bool:
+        """0.1.0's name: the app is connected to its backend."""
+        return self._connected
+
+    async def ensure_initialized(self) -> None:
+        """0.1.0's name for `connect()` (idempotent; the schema is created by `setup()`)."""
+        await self.connect()
+
+    @property
+    def metrics_sink(self) -> MetricsSink:
+        """0.1.0's name for `metrics`."""
+        return self.metrics
+
     # -- end of compat-surface producers --
 
     # -- reading and managing jobs ------------------------------------------

@@ -1,9 +1,9 @@
 """App hooks (`before_job`, `after_job`, `on_error`) and middleware, as in soniq 0.1.0.
 
-The hooks are one listener on the app's observation bus: they see the job
-start and end events every observer sees. An async hook returns a coroutine,
-which the bus defers to the job's own task (`ObservationBus.run_deferred`),
-so a `before_job` hook has finished before the handler starts. A hook that
+The hooks are listeners on the app's observation bus: they see the job start
+and end events every observer sees. An async hook returns a coroutine, which
+is deferred to the job's own task (`soniq.bus.defer` / `run_deferred`), so a
+`before_job` hook has finished before the handler starts. A hook that
 raises is logged and never fails the job. Middleware wraps the handler call
 itself (``async def mw(ctx, call_next)``), the first registered outermost.
 """
@@ -21,8 +21,6 @@ from soniq.observers import BaseObserver, JobEndEvent, JobStartEvent
 from soniq.outcomes import JobOutcome
 
 logger = logging.getLogger("soniq.hooks")
-
-HOOK_KINDS = ("before_job", "after_job", "on_error")
 
 JobHandler = Callable[[JobContext], Awaitable[Any]]
 Middleware = Callable[[JobContext, JobHandler], Awaitable[Any]]

@@ -109,7 +109,7 @@ LEGACY_SETTINGS: dict[str, LegacySetting] = {
             "set pool_max_size to fix the size",
         ),
         LegacySetting("log_level", "log_level", "same; read by the soniq CLI (--log-level wins)"),
-        LegacySetting("result_ttl", "result_ttl", "same"),
+        LegacySetting("result_ttl", "result_ttl", "same; default changed from 300 to none (rows kept)"),
         LegacySetting("snooze_max_seconds", "snooze_max_seconds", "same; default changed from 1 day to 30 days"),
         LegacySetting("debug", "log_level", "renamed: debug=True is log_level='DEBUG'", _debug_to_log_level),
         LegacySetting(
