@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from opentelemetry.sdk.metrics.export import HistogramDataPoint, InMemoryMetricR
 from otel_testing import FAST_SETTINGS, RunningWorker, wait_until
 
 from soniq import Soniq
+from soniq.observers import ScheduleFiredEvent
 from soniq_otel import SoniqTracingObserver
 from soniq_otel import attributes as a
 from soniq_otel import metrics as m
@@ -106,5 +108,40 @@ async def test_messaging_metrics_for_a_worker_run_and_its_shutdown() -> None:
         for p in points(reader, name)
     ]
     assert not {str(v) for p in every_point for v in p.attributes.values()} & job_ids
+    provider.shutdown()
+    await app.close()
+
+
+async def test_schedule_firings_through_the_app_s_bus_are_counted_with_their_lateness() -> None:
+    reader = InMemoryMetricReader()
+    provider = MeterProvider(metric_readers=[reader])
+    app = Soniq("memory://", extra_observers=[SoniqTracingObserver(meter_provider=provider)], **FAST_SETTINGS)
+    due = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)
+    for late, catch_up in ((0.5, False), (1.5, False), (5400.0, True)):
+        app.bus.schedule_fired(
+            ScheduleFiredEvent(
+                schedule_name="nightly",
+                job_name="reports.build",
+                queue="reports",
+                due_at=due,
+                job_id=f"job-{late}",
+                at=0.0,
+                late_seconds=late,
+                catch_up=catch_up,
+            )
+        )
+    firings = points(reader, m.METRIC_SCHEDULE_FIRINGS)
+    (on_time,) = by_attributes(firings, **{m.SCHEDULE_CATCH_UP: False})
+    assert on_time.value == 2
+    assert on_time.attributes[m.SCHEDULE_NAME] == "nightly"
+    assert on_time.attributes[a.MESSAGING_DESTINATION_NAME] == "reports"
+    assert on_time.attributes[a.JOB_NAME] == "reports.build"
+    (caught_up,) = by_attributes(firings, **{m.SCHEDULE_CATCH_UP: True})
+    assert caught_up.value == 1
+    lateness = points(reader, m.METRIC_SCHEDULE_LATENESS)
+    (late_on_time,) = by_attributes(lateness, **{m.SCHEDULE_CATCH_UP: False})
+    assert (late_on_time.count, late_on_time.sum) == (2, 2.0)
+    (late_catch_up,) = by_attributes(lateness, **{m.SCHEDULE_CATCH_UP: True})
+    assert (late_catch_up.count, late_catch_up.sum) == (1, 5400.0)
     provider.shutdown()
     await app.close()

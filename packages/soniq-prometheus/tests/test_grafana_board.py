@@ -35,7 +35,7 @@ def test_every_series_the_board_queries_is_exported() -> None:
     used = {name for query in queries(board) for name in SERIES.findall(query)}
     assert used, "the board has no queries"
     assert used <= exported, f"queried but not exported: {sorted(used - exported)}"
-    # Throughput, latency, failures, queue depth and age, worker states, shutdown outcomes.
+    # Throughput, latency, failures, queue depth and age, worker states, shutdown outcomes, schedules.
     assert {
         "soniq_jobs_completed_total",
         "soniq_job_duration_seconds_bucket",
@@ -46,6 +46,8 @@ def test_every_series_the_board_queries_is_exported() -> None:
         "soniq_workers",
         "soniq_worker_state",
         "soniq_shutdowns_total",
+        "soniq_schedule_firings_total",
+        "soniq_schedule_lateness_seconds_bucket",
     } <= used
 
 

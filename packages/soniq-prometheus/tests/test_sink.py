@@ -15,7 +15,7 @@ from prom_testing import read_registry, series, value, wait_until
 from prometheus_client import CollectorRegistry
 
 from soniq import HandlerKind, JobOutcome, Soniq
-from soniq.observers import JobEndEvent, JobStartEvent, RecoveryEvent
+from soniq.observers import JobEndEvent, JobStartEvent, RecoveryEvent, ScheduleFiredEvent
 from soniq.params import Rescue, RescueAction
 from soniq.records import DeadLetterReason, JobRecord, JobStatus, RecoveryResult
 from soniq.worker.state import RunPhase
@@ -317,3 +317,51 @@ async def test_a_sink_fed_only_as_metrics_sink_counts_recoveries_from_the_stale_
     s = read_registry(sink.registry)
     assert value(s, "soniq_stale_recoveries_total", action="requeue") == 2
     assert value(s, "soniq_stale_recoveries_total", action="dead_letter") == 1
+
+
+def _fired(schedule: str, *, late: float, catch_up: bool = False) -> ScheduleFiredEvent:
+    return ScheduleFiredEvent(
+        schedule_name=schedule,
+        job_name="reports.nightly",
+        queue="reports",
+        due_at=datetime(2026, 12, 2, 3, 0, tzinfo=UTC),
+        job_id=f"job-{schedule}-{late}",
+        at=0.0,
+        late_seconds=late,
+        catch_up=catch_up,
+    )
+
+
+async def test_schedule_firings_through_the_app_s_bus_are_counted_with_their_lateness() -> None:
+    sink = new_sink()
+    app = Soniq("memory://", extra_observers=[sink], **FAST)
+    assert app.bus.wants("on_schedule_fired")
+    app.bus.schedule_fired(_fired("nightly", late=0.3))
+    app.bus.schedule_fired(_fired("nightly", late=2.0))
+    app.bus.schedule_fired(_fired("nightly", late=7200.0, catch_up=True))
+    s = read_registry(sink.registry)
+    on_time = {"schedule": "nightly", "queue": "reports", "job_name": "reports.nightly", "catch_up": "false"}
+    assert value(s, "soniq_schedule_firings_total", **on_time) == 2
+    assert value(s, "soniq_schedule_firings_total", **{**on_time, "catch_up": "true"}) == 1
+    lateness = {"schedule": "nightly", "catch_up": "false"}
+    assert value(s, "soniq_schedule_lateness_seconds_count", **lateness) == 2
+    assert value(s, "soniq_schedule_lateness_seconds_sum", **lateness) == pytest.approx(2.3)
+    assert value(s, "soniq_schedule_lateness_seconds_bucket", le="0.5", **lateness) == 1
+    assert value(s, "soniq_schedule_lateness_seconds_bucket", le="5.0", **lateness) == 2
+    caught_up = {"schedule": "nightly", "catch_up": "true"}
+    assert value(s, "soniq_schedule_lateness_seconds_bucket", le="3600.0", **caught_up) == 0
+    assert value(s, "soniq_schedule_lateness_seconds_bucket", le="21600.0", **caught_up) == 1
+    # No job id among the labels: a schedule firing every minute for a year stays one series per label set.
+    assert all("job_id" not in dict(labels) for labels in series(s, "soniq_schedule_firings_total"))
+    await app.close()
+
+
+async def test_a_sink_fed_only_as_metrics_sink_counts_schedule_firings_from_the_emitted_event() -> None:
+    sink = new_sink()
+    app = Soniq("memory://", metrics_sink=sink, **FAST)
+    app.bus.schedule_fired(_fired("hourly", late=0.05))
+    s = read_registry(sink.registry)
+    labels = {"schedule": "hourly", "queue": "reports", "job_name": "reports.nightly", "catch_up": "false"}
+    assert value(s, "soniq_schedule_firings_total", **labels) == 1
+    assert value(s, "soniq_schedule_lateness_seconds_count", schedule="hourly", catch_up="false") == 1
+    await app.close()

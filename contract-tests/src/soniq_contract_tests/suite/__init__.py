@@ -45,6 +45,8 @@ from soniq_contract_tests.suite.retention import RetentionContract
 from soniq_contract_tests.suite.rolling_deploy import RollingDeployContract
 from soniq_contract_tests.suite.schedules import ScheduleContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
+from soniq_contract_tests.suite.schema_setup import SchemaSetupContract  # issue 13
+from soniq_contract_tests.suite.schema_status import SchemaStatusContract  # compat-surface
 from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
 from soniq_contract_tests.suite.status_rule import StatusRuleContract
@@ -77,6 +79,7 @@ class BackendContractSuite(
     WorkerProcessContract,
     ReadsContract,
     RollingDeployContract,
+    SchemaStatusContract,  # compat-surface
     # issue 12 (compat-store)
     DedupContract,
     RetentionContract,
@@ -85,6 +88,7 @@ class BackendContractSuite(
     ScheduleContract,
     LeaseContract,
     PruningContract,
+    SchemaSetupContract,  # issue 13
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from soniq import _install_check as _install_check
 from soniq.app import Soniq
 from soniq.backend import BACKEND_PROTOCOL_VERSION, Backend, BackendCapabilities
+from soniq.context import JobContext  # compat-jobs (issue 12)
 from soniq.dead_letter import DeadLetterNotFoundError
 from soniq.errors import (
     BackendLoadError,
@@ -23,7 +24,9 @@ from soniq.errors import (
 from soniq.metrics import InMemoryMetricsSink, MetricsSink, NullMetricsSink
 from soniq.observers import BaseObserver, Observer
 from soniq.outcomes import HandlerKind, JobOutcome
-from soniq.records import JobStatus, StaleJobPolicy, WorkerStatus
+from soniq.records import JobStatus, MigrationStep, SchemaStatus, StaleJobPolicy, WorkerStatus  # compat-surface
+from soniq.retry import AppRetryPolicy  # compat-jobs (issue 12)
+from soniq.routing import TaskRef, task_ref  # compat-surface
 from soniq.scheduling import CatchUp, ManualClock, ScheduleError, cron, daily, every, monthly, weekly  # issue 14
 from soniq.settings import Settings
 from soniq.validation import JobOptionsError
@@ -34,6 +37,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "BACKEND_PROTOCOL_VERSION",
+    "AppRetryPolicy",  # compat-jobs (issue 12)
     "Backend",
     "BackendCapabilities",
     "BackendLoadError",
@@ -47,21 +51,25 @@ __all__ = [
     "InMemoryMetricsSink",
     "InvalidURLError",
     "JobArgumentsError",
+    "JobContext",  # compat-jobs (issue 12)
     "JobOptionsError",
     "JobOutcome",
     "JobStatus",
     "ManualClock",
     "MetricsSink",
+    "MigrationStep",  # compat-surface
     "NullMetricsSink",
     "Observer",
     "Permanent",
     "ScheduleError",
+    "SchemaStatus",  # compat-surface
     "Settings",
     "SettingsError",
     "Snooze",
     "Soniq",
     "SoniqError",
     "StaleJobPolicy",
+    "TaskRef",  # compat-surface
     "UnknownJobError",
     "WorkerState",
     "WorkerStatus",
@@ -71,5 +79,6 @@ __all__ = [
     "daily",
     "every",
     "monthly",
+    "task_ref",  # compat-surface
     "weekly",
 ]

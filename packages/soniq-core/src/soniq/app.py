@@ -13,12 +13,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
 from soniq.backend import BACKEND_PROTOCOL_VERSION, PROTOCOL_MIGRATION_NOTE, Backend
+from soniq.backend_names import pool_options, url_for_backend_name  # compat-surface
 from soniq.bus import ObservationBus
 from soniq.dead_letter import DeadLetterService
 from soniq.dedup import resolve_dedup_key
 from soniq.discovery import create_backend, load_observer_factories
 from soniq.errors import BackendProtocolError, SoniqError, UnknownJobError
-from soniq.metrics import MetricsSink, NullMetricsSink
+from soniq.hooks import check_hook, check_middleware, hook_listeners
+from soniq.metrics import MetricsSink, NullMetricsSink, adapt_metrics_sink
 from soniq.observers import EnqueueEvent, Observer
 from soniq.params import (
     CancelJobParams,
@@ -28,15 +30,35 @@ from soniq.params import (
     GetJobParams,
     ListJobsParams,
     QueueStatsParams,
+    SetupSchemaParams,  # issue 13
 )
-from soniq.records import DeadLetterRecord, JobRecord, JobStatus, NewJob, RecoveryResult
+from soniq.records import (
+    DeadLetterRecord,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    RecoveryResult,
+    SchemaReport,  # issue 13
+    SchemaStatus,
+)
 from soniq.redaction import redact_url
 from soniq.registry import JobDefinition, JobRegistry, default_job_name
+from soniq.retry import check_app_retry_policy
+from soniq.routing import (  # compat-surface
+    TaskRef,
+    UnknownNameWarnings,
+    check_task_name,
+    remote_definition,
+    resolve_producer_id,
+    routed_queue,
+    validate_ref_args,
+)
 from soniq.serialization import new_job_ids
 from soniq.settings import Settings
 from soniq.sync_bridge import SyncBridge
 from soniq.validation import JobOptionsError, check_page, check_priority, check_queue_name, encode_args
 from soniq.validation import resolve_scheduled_at as resolve_scheduled_at
+from soniq.worker_event import run_until_event  # compat-surface
 
 if TYPE_CHECKING:
     from soniq.scheduling.service import Scheduler
@@ -72,6 +94,7 @@ def check_protocol(backend: Backend) -> None:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+H = TypeVar("H", bound=Callable[..., Any])
 
 ScheduleAt = datetime | timedelta | int | float | None
 
@@ -96,16 +119,20 @@ class Soniq:
         self,
         database_url: str | None = None,
         *,
-        backend: Backend | None = None,
+        backend: Backend | str | None = None,
         metrics_sink: MetricsSink | None = None,
         extra_observers: Iterable[Observer] | None = None,
         backend_options: Mapping[str, Any] | None = None,
+        retry_policy: Any = None,
         **settings: Any,
     ) -> None:
-        if database_url is not None:
+        if isinstance(backend, str):  # compat-surface: a backend by name, its URL from the settings
+            settings["database_url"] = url_for_backend_name(backend, database_url, settings)
+            backend = None
+        elif database_url is not None:
             settings["database_url"] = database_url
         self.settings = Settings.load(settings)
-        self.backend_options: dict[str, Any] = dict(backend_options or {})
+        self.backend_options: dict[str, Any] = pool_options(self.settings, backend_options)
         if backend is not None:
             check_protocol(backend)
         self._backend: Backend | None = backend
@@ -128,6 +155,20 @@ class Soniq:
         self._bus: ObservationBus | None = None
         self._bus_key: tuple[tuple[Observer, ...], MetricsSink] | None = None
         self._scheduler: Scheduler | None = None  # issue 14: periodic jobs
+        # -- compat-jobs (issue 12): retry policy, hooks, middleware, 0.1.0-style metrics sinks --
+        check_app_retry_policy(retry_policy)
+        self.retry_policy: Any = retry_policy
+        """``Soniq(retry_policy=obj)``: `obj.delay_for(*, attempt, job_meta, exc)` gives each retry's delay."""
+        self.hooks: dict[str, list[Callable[..., Any]]] = {"before_job": [], "after_job": [], "on_error": []}
+        self.middleware_chain: list[Callable[..., Any]] = []
+        """`@app.middleware` functions in registration order (the first wraps all the others)."""
+        self._hook_listeners: tuple[Observer, ...] = ()
+        bridged = adapt_metrics_sink(metrics_sink)
+        if bridged is not None:
+            # A sink with async methods or 0.1.0's keywords listens on the bus as an observer.
+            self.metrics = NullMetricsSink()
+            self.observers.append(bridged)  # type: ignore[arg-type]  # duck-typed: job start/end hooks only
+        # -- end compat-jobs --
         Soniq._instances.add(self)
 
     def __repr__(self) -> str:
@@ -146,9 +187,17 @@ class Soniq:
         *,
         name: str | None = None,
         queue: str = "default",
-        max_retries: int = 3,
+        max_retries: int | None = None,
         priority: int = 100,
         timeout: float | None = None,
+        retries: int | None = None,
+        retry_delay: float | Sequence[float] | None = None,
+        retry_backoff: bool | None = None,
+        retry_max_delay: float | None = None,
+        retry_jitter: bool | None = None,
+        unique: bool | None = None,
+        args_model: type[Any] | None = None,
+        validate: type[Any] | None = None,
     ) -> Callable[[F], F]: ...
 
     def job(
@@ -158,16 +207,48 @@ class Soniq:
         *,
         name: str | None = None,
         queue: str = "default",
-        max_retries: int = 3,
+        max_retries: int | None = None,
         priority: int = 100,
         timeout: float | None = None,
+        retries: int | None = None,
+        retry_delay: float | Sequence[float] | None = None,
+        retry_backoff: bool | None = None,
+        retry_max_delay: float | None = None,
+        retry_jitter: bool | None = None,
+        unique: bool | None = None,
+        args_model: type[Any] | None = None,
+        validate: type[Any] | None = None,
     ) -> F | Callable[[F], F]:
-        """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool)."""
+        """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool).
+
+        `retries` is another name for `max_retries` (0.1.0's); `validate` for `args_model`. The
+        function gains ``fn.enqueue(**kwargs)`` and ``fn.options(queue=..., ...).enqueue(**kwargs)``.
+        """
+        # -- compat-jobs (issue 12): 0.1.0's decorator options --
+        if retries is not None and max_retries is not None:
+            raise JobOptionsError("pass either retries or max_retries (the same option under two names), not both")
+        if args_model is not None and validate is not None:
+            raise JobOptionsError("pass either args_model or validate (the same option under two names), not both")
+        budget = retries if retries is not None else (max_retries if max_retries is not None else 3)
+        extra: dict[str, Any] = {
+            "retry_delay": retry_delay,
+            "retry_backoff": retry_backoff,
+            "retry_max_delay": retry_max_delay,
+            "retry_jitter": retry_jitter,
+            "unique": unique,
+            "args_model": args_model if args_model is not None else validate,
+            "args_model_option": "validate" if validate is not None else "args_model",
+        }
+        # -- end compat-jobs --
 
         def register(fn: F) -> F:
-            check_queue_name(queue, what="job queue")
+            job_queue = self._name_and_queue(fn, name, queue)  # compat-surface
+            check_queue_name(job_queue, what="job queue")
             check_priority(priority)
-            self.registry.add(fn, name=name, queue=queue, max_retries=max_retries, priority=priority, timeout=timeout)
+            self.registry.add(
+                fn, name=name, queue=job_queue, max_retries=budget, priority=priority, timeout=timeout, extra=extra
+            )
+            add_enqueue_helpers(self, fn)
             return fn
 
         if func is not None:
@@ -259,9 +340,9 @@ class Soniq:
     @property
     def bus(self) -> ObservationBus:
         """The observers and the metrics sink as one bus, rebuilt only when either changed."""
-        key = (tuple(self.observers), self.metrics)
+        key = (tuple(self.observers) + self._hook_listeners, self.metrics)
         if self._bus is None or self._bus_key != key:
-            self._bus = ObservationBus(self.observers, self.metrics)
+            self._bus = ObservationBus(key[0], self.metrics)
             self._bus_key = key
         return self._bus
 
@@ -324,9 +405,22 @@ class Soniq:
         return self.backend
 
     async def setup(self) -> None:
-        """Create or upgrade the schema; idempotent."""
-        await self.connect()
+        """Create or upgrade the schema (a soniq 0.1.0 one included); idempotent."""
+        # Before connect: a backend's first use refuses a schema that only `setup` may upgrade.
         await self.backend.setup()
+        await self.connect()
+
+    # -- issue 13: schema families and upgrades ------------------------------
+
+    async def setup_schema(self, *, dry_run: bool = False, force: bool = False) -> SchemaReport:
+        """`setup`, reporting the schema family found and the SQL run (or, with `dry_run`, to run).
+
+        `force` upgrades a soniq 0.1.0 database even while 0.1.0 workers heartbeat into it.
+        """
+        report = await self.backend.setup_schema(SetupSchemaParams(dry_run=dry_run, force=force))
+        if not dry_run:
+            await self.connect()
+        return report
 
     async def close(self) -> None:
         """Close the backend, and stop the `enqueue_sync` thread if one was started."""
@@ -349,9 +443,9 @@ class Soniq:
 
     # -- producers -------------------------------------------------------------
 
-    def _definition(self, fn_or_name: Callable[..., Any] | str) -> JobDefinition:
-        if isinstance(fn_or_name, str):
-            return self.registry.require(fn_or_name)
+    def _definition(self, fn_or_name: Callable[..., Any] | str | TaskRef) -> JobDefinition:
+        if isinstance(fn_or_name, (str, TaskRef)):
+            return self._definition_for_name(fn_or_name)  # compat-surface
         definition = self.registry.find_by_function(fn_or_name)
         if definition is None:
             raise UnknownJobError(
@@ -372,6 +466,8 @@ class Soniq:
         producer_id: str | None = None,
     ) -> list[NewJob]:
         """Validate and build rows; everything shared by the batch is worked out once."""
+        if producer_id is None:  # compat-surface: every row says which producer wrote it
+            producer_id = resolve_producer_id(self.settings.producer_id)
         if queue is not None:
             check_queue_name(queue)
         if priority is not None:
@@ -389,6 +485,7 @@ class Soniq:
             if not isinstance(kwargs, Mapping):
                 raise TypeError(f"enqueue_many item {index} must be a dict of keyword arguments, got {kwargs!r}")
             checked, encoded = encode_args(name, kwargs, max_bytes=limit)
+            definition.bind_arguments(kwargs)  # compat-jobs: a wrong name fails here, before anything is stored
             jobs.append(
                 NewJob(
                     id=ids[index],
@@ -425,7 +522,7 @@ class Soniq:
 
     async def enqueue(
         self,
-        fn_or_name: Callable[..., Any] | str,
+        fn_or_name: Callable[..., Any] | str | TaskRef,
         /,
         *,
         queue: str | None = None,
@@ -451,7 +548,7 @@ class Soniq:
         self._check_connection(connection)
         (job,) = self._new_jobs(
             definition,
-            [args if args is not None else kwargs],
+            [self._ref_args(fn_or_name, args if args is not None else kwargs)],
             queue=queue,
             priority=priority,
             scheduled_at=scheduled_at,
@@ -463,7 +560,7 @@ class Soniq:
 
     async def enqueue_many(
         self,
-        fn_or_name: Callable[..., Any] | str,
+        fn_or_name: Callable[..., Any] | str | TaskRef,
         kwargs_list: Sequence[Mapping[str, Any]],
         /,
         *,
@@ -480,6 +577,7 @@ class Soniq:
         """
         definition = self._definition(fn_or_name)
         self._check_connection(connection)
+        kwargs_list = [self._ref_args(fn_or_name, kwargs) for kwargs in kwargs_list]
         jobs = self._new_jobs(
             definition, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at, unique=unique
         )
@@ -489,7 +587,7 @@ class Soniq:
 
     def enqueue_sync(
         self,
-        fn_or_name: Callable[..., Any] | str,
+        fn_or_name: Callable[..., Any] | str | TaskRef,
         /,
         *,
         queue: str | None = None,
@@ -519,7 +617,7 @@ class Soniq:
 
     def enqueue_many_sync(
         self,
-        fn_or_name: Callable[..., Any] | str,
+        fn_or_name: Callable[..., Any] | str | TaskRef,
         kwargs_list: Sequence[Mapping[str, Any]],
         /,
         *,
@@ -560,6 +658,74 @@ class Soniq:
                 bus.enqueue_end(EnqueueEvent(job_id=job_id, job_name=job.job_name, queue=job.queue), error)
         ids = [job.id for job in unique_jobs] if stored is None else list(stored)
         return [ids[position] for position in positions]
+
+    # -- producers of other services' jobs (compat-surface) ----------------------
+
+    def _name_and_queue(self, fn: Callable[..., Any], name: str | None, queue: str) -> str:
+        """Check the job's name against `task_name_pattern`; its queue after `route_map`."""
+        job_name = name if name is not None else default_job_name(fn)
+        if self.settings.task_name_pattern is not None:
+            check_task_name(job_name, self.settings.task_name_pattern)
+        return routed_queue(self.settings, job_name, queue)
+
+    def _definition_for_name(self, target: str | TaskRef) -> JobDefinition:
+        name = target.name if isinstance(target, TaskRef) else target
+        check_task_name(name, self.settings.task_name_pattern)
+        default_queue = target.default_queue if isinstance(target, TaskRef) else None
+        definition = self.registry.get(name)
+        if definition is not None:
+            return dataclasses.replace(definition, queue=default_queue) if default_queue else definition
+        mode = self.settings.enqueue_validation
+        if not isinstance(target, TaskRef):
+            if mode == "strict":
+                return self.registry.require(name)  # raises, listing the registered names
+            if mode == "warn":
+                self._unknown_names.warn(name)
+        return remote_definition(self.settings, name, default_queue)
+
+    @property
+    def _unknown_names(self) -> UnknownNameWarnings:
+        warnings: UnknownNameWarnings | None = getattr(self, "_unknown_name_warnings", None)
+        if warnings is None:
+            warnings = self._unknown_name_warnings = UnknownNameWarnings()
+        return warnings
+
+    @staticmethod
+    def _ref_args(target: object, kwargs: Mapping[str, Any]) -> Mapping[str, Any]:
+        if isinstance(target, TaskRef) and isinstance(kwargs, Mapping):
+            return validate_ref_args(target, dict(kwargs))
+        return kwargs
+
+    async def schema_status(self) -> SchemaStatus:
+        """The schema steps applied to the store and those `setup()` would apply; changes nothing.
+
+        Asked of the backend before `connect()` (which may upgrade the schema by itself), and the
+        connections it opened for that are closed again unless the app was already connected.
+        """
+        backend = self.backend
+        try:
+            return await backend.schema_status()
+        finally:
+            if not self._connected:
+                await backend.close()
+
+    # 0.1.0's lifecycle names.
+
+    @property
+    def is_initialized(self) -> bool:
+        """0.1.0's name: the app is connected to its backend."""
+        return self._connected
+
+    async def ensure_initialized(self) -> None:
+        """0.1.0's name for `connect()` (idempotent; the schema is created by `setup()`)."""
+        await self.connect()
+
+    @property
+    def metrics_sink(self) -> MetricsSink:
+        """0.1.0's name for `metrics`."""
+        return self.metrics
+
+    # -- end of compat-surface producers --
 
     # -- reading and managing jobs ------------------------------------------
 
@@ -652,6 +818,45 @@ class Soniq:
             backend, self.bus, heartbeat_timeout=self.settings.heartbeat_timeout, policy=self.settings.stale_job_policy
         )
 
+    # -- compat-jobs (issue 12): hooks, middleware and schedule, as in soniq 0.1.0 ------
+
+    def before_job(self, fn: H) -> H:
+        """``fn(job_name, job_id, attempt)`` before each run's handler (sync or async; a failure is logged)."""
+        return self._add_hook("before_job", fn)
+
+    def after_job(self, fn: H) -> H:
+        """``fn(job_name, job_id, duration_ms)`` after each run that succeeded."""
+        return self._add_hook("after_job", fn)
+
+    def on_error(self, fn: H) -> H:
+        """``fn(job_name, job_id, error, attempt)`` after each run that failed (retried or dead-lettered)."""
+        return self._add_hook("on_error", fn)
+
+    def _add_hook(self, kind: str, fn: H) -> H:
+        check_hook(kind, fn)
+        self.hooks[kind].append(fn)
+        self._hook_listeners = tuple(
+            hook_listeners(self.hooks["before_job"], self.hooks["after_job"], self.hooks["on_error"])
+        )
+        return fn
+
+    def middleware(self, fn: H) -> H:
+        """``async def mw(ctx, call_next)`` around every handler call; the first registered is outermost.
+        It returns (or changes) what ``await call_next(ctx)`` returns, and may catch what it raises."""
+        check_middleware(fn)
+        self.middleware_chain.append(fn)
+        return fn
+
+    async def schedule(self, fn_or_name: Callable[..., Any] | str, run_at: ScheduleAt, /, **options: Any) -> str:
+        """`enqueue` with ``scheduled_at=run_at`` (a datetime, a timedelta or seconds from now)."""
+        if run_at is None:
+            raise JobOptionsError("schedule() needs run_at: a datetime, a timedelta or a number of seconds from now")
+        if "scheduled_at" in options:
+            raise TypeError("schedule() takes the time as run_at; do not pass scheduled_at as well")
+        return await self.enqueue(fn_or_name, scheduled_at=run_at, **options)
+
+    # -- end compat-jobs --
+
     # -- the worker --------------------------------------------------------------
 
     def worker(
@@ -683,12 +888,21 @@ class Soniq:
         run_once: bool = False,
         *,
         install_signal_handlers: bool = True,
+        shutdown_event: asyncio.Event | None = None,
     ) -> WorkerSummary:
-        """Run a worker until SIGTERM/SIGINT (or, with `run_once`, until no job is due)."""
+        """Run a worker until SIGTERM/SIGINT (or, with `run_once`, until no job is due).
+
+        With `shutdown_event` no signal handler is installed: setting the event drains the
+        worker exactly as a first SIGTERM would (DRAINING, then the shutdown timeout's path).
+        """
+        if shutdown_event is not None:
+            install_signal_handlers = False
         worker = self.worker(
             concurrency=concurrency, queues=queues, run_once=run_once, install_signal_handlers=install_signal_handlers
         )
-        return await worker.run()
+        if shutdown_event is None:
+            return await worker.run()
+        return await run_until_event(worker, shutdown_event)
 
     @classmethod
     def instances(cls) -> list[Soniq]:
@@ -738,3 +952,63 @@ def job_dict(row: JobRecord, *, with_result: bool = True) -> dict[str, Any]:
         data["result"] = None
     data["error_from_earlier_attempt"] = row.status is JobStatus.DONE and row.last_error is not None
     return data
+
+
+# -- compat-jobs (issue 12): fn.enqueue(...) and fn.options(...).enqueue(...) --
+
+
+class BoundEnqueue:
+    """What ``fn.options(...)`` returns: `enqueue` (and `enqueue_sync`) with those options fixed."""
+
+    __slots__ = ("_app", "_fn", "_options")
+
+    def __init__(self, app: Soniq, fn: Callable[..., Any], options: Mapping[str, Any]) -> None:
+        self._app = app
+        self._fn = fn
+        self._options = dict(options)
+
+    async def enqueue(self, *args: Any, **kwargs: Any) -> str:
+        _keywords_only(self._fn, args)
+        return await self._app.enqueue(self._fn, **self._options, args=kwargs)
+
+    def enqueue_sync(self, *args: Any, **kwargs: Any) -> str:
+        _keywords_only(self._fn, args)
+        return self._app.enqueue_sync(self._fn, **self._options, args=kwargs)
+
+
+def _keywords_only(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    if args:
+        raise TypeError(
+            f"{getattr(fn, '__name__', fn)}.enqueue() takes the job's arguments as keywords only; "
+            f"got {len(args)} positional argument(s)"
+        )
+
+
+def add_enqueue_helpers(app: Soniq, fn: Callable[..., Any]) -> None:
+    """Give a registered function `enqueue` and `options` (never over an attribute it already has)."""
+
+    def options(
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        scheduled_at: ScheduleAt = None,
+        unique: bool | None = None,
+        dedup_key: str | None = None,
+        connection: Any = None,
+    ) -> BoundEnqueue:
+        chosen: dict[str, Any] = {"queue": queue, "priority": priority, "scheduled_at": scheduled_at}
+        # Passed on only when given, so the enqueue signature decides what they mean.
+        for key, value in (("unique", unique), ("dedup_key", dedup_key), ("connection", connection)):
+            if value is not None:
+                chosen[key] = value
+        return BoundEnqueue(app, fn, chosen)
+
+    for attribute, value in (("enqueue", BoundEnqueue(app, fn, {}).enqueue), ("options", options)):
+        if not hasattr(fn, attribute):
+            try:
+                setattr(fn, attribute, value)
+            except (AttributeError, TypeError):  # a builtin or a slotted callable: no helpers, enqueue still works
+                return
+
+
+# -- end compat-jobs --

@@ -72,6 +72,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -88,6 +89,8 @@ from soniq.records import (
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
+    SchemaStatus,
     StaleScan,
     WorkerRecord,
 )
@@ -361,6 +364,16 @@ class Backend(Protocol):
         """Every distinct queue of a job or dead-letter row, sorted. Reads no more than
         one index probe per queue where the store has an index on `queue`."""
 
+    # -- schema status (compat-surface) --
+
+    async def schema_status(self) -> SchemaStatus:
+        """The schema steps applied to the store and those `setup()` would still apply.
+
+        Read-only and safe on a store that was never set up: it creates nothing, applies
+        nothing (even where `connect()` would upgrade the schema by itself) and needs no
+        `connect()` first. Steps a newer release applied set `newer_than_known`."""
+
+    # -- end of schema status --
     # -- schedules, leader lease, pruning (issue 14) -------------------------
     #
     # The store keeps schedules and the lease and enforces exactly-once firing and
@@ -419,3 +432,15 @@ class Backend(Protocol):
     async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
         """Delete at most `limit` dead-letter rows with ``moved_to_dead_letter_at < before``.
         Returns how many it deleted."""
+
+    # -- issue 13: schema families and upgrades ------------------------------
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        """`setup` with a report: detect the schema family (`soniq.schema_state.SchemaFamily`)
+        and bring it to this release's schema, all or nothing, serialised across processes
+        (several at once apply each step once). A soniq 0.1.0 schema is upgraded in place
+        keeping every row, unless 0.1.0 workers still heartbeat into it (then
+        `LegacyWorkersActiveError`, unless `force`). A newer, mixed or unknown schema raises
+        `SchemaStateError` with nothing changed. With `dry_run` nothing is changed and the
+        report lists what would run. Stores without a schema report `"soniq"` and nothing
+        pending."""

@@ -9,7 +9,9 @@ listener, through `MetricsAdapter`, so the worker reports each event once.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextvars
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from soniq.metrics import MetricsSink, NullMetricsSink, safe_call
@@ -25,6 +27,9 @@ from soniq.observers import (
     TransitionEvent,
     WorkerStartedEvent,
 )
+
+logger = logging.getLogger("soniq.metrics")
+"""Where a failing hook is reported, as `soniq.metrics.safe_call` does."""
 
 HOOKS = (
     "on_transition",
@@ -121,6 +126,14 @@ def _implements(listener: object, hook: str) -> bool:
     return method is not getattr(BaseObserver, hook)
 
 
+def _bound(listeners: tuple[object, ...], hook: str) -> tuple[tuple[object, Callable[..., Any]], ...]:
+    return tuple((listener, getattr(listener, hook)) for listener in listeners)
+
+
+def _log_failure(listener: object, hook: str) -> None:
+    logger.exception("%s.%s raised; ignoring", type(listener).__name__, hook)
+
+
 class ObservationBus:
     """Fans each event out to the listeners implementing its hook; a failing hook is logged and ignored."""
 
@@ -134,6 +147,13 @@ class ObservationBus:
         self.wants_job_events = bool(self._hooks["on_job_start"] or self._hooks["on_job_end"])
         """Anyone listens to job starts or ends: only then does the hot path build their events."""
         self.wants_enqueue_events = bool(self._hooks["on_enqueue"] or self._hooks["on_enqueue_end"])
+        # The two hooks called for every job are bound once, so their fan-out is a plain loop.
+        self._job_start_calls = _bound(self._hooks["on_job_start"], "on_job_start")
+        self._job_end_calls = _bound(self._hooks["on_job_end"], "on_job_end")
+        # -- compat-jobs (issue 12): listeners that leave awaitables (async app hooks) --
+        self.defers = any(getattr(listener, "defers_awaitables", False) for listener in listeners)
+        """Some listener may `defer` coroutines: the worker then awaits `run_deferred` in the job's task."""
+        # -- end compat-jobs --
 
     def wants(self, hook: str) -> bool:
         return bool(self._hooks[hook])
@@ -152,10 +172,18 @@ class ObservationBus:
         self._fan_out("on_nack", event)
 
     def job_start(self, event: JobStartEvent) -> None:
-        self._fan_out("on_job_start", event)
+        for listener, call in self._job_start_calls:
+            try:
+                call(event)
+            except Exception:
+                _log_failure(listener, "on_job_start")
 
     def job_end(self, event: JobEndEvent) -> None:
-        self._fan_out("on_job_end", event)
+        for listener, call in self._job_end_calls:
+            try:
+                call(event)
+            except Exception:
+                _log_failure(listener, "on_job_end")
 
     def recovery(self, event: RecoveryEvent) -> None:
         self._fan_out("on_recovery", event)
@@ -180,3 +208,35 @@ class ObservationBus:
 
     def enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None:
         self._fan_out("on_enqueue_end", event, error)
+
+
+# -- compat-jobs (issue 12): awaiting what async listeners leave behind --
+
+_deferred: contextvars.ContextVar[list[Awaitable[Any]] | None] = contextvars.ContextVar(
+    "soniq_bus_deferred", default=None
+)
+_logger = logging.getLogger("soniq.bus")
+
+
+def defer(awaitable: Awaitable[Any]) -> None:
+    """From a listener (declaring ``defers_awaitables = True``): have the current job's task await
+    `awaitable` at its next `run_deferred`, before the handler starts or after the run's end."""
+    pending = _deferred.get()
+    if pending is None:
+        pending = []
+        _deferred.set(pending)
+    pending.append(awaitable)
+
+
+async def run_deferred() -> None:
+    """Await, in order, what listeners deferred in this task; a failure is logged and ignored."""
+    pending = _deferred.get()
+    while pending:
+        awaitable = pending.pop(0)
+        try:
+            await awaitable
+        except Exception:
+            _logger.exception("a deferred listener call raised; ignoring")
+
+
+# -- end compat-jobs --

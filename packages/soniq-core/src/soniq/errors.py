@@ -2,11 +2,94 @@
 
 from __future__ import annotations
 
-import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from soniq.snooze import Snooze as Snooze  # defined in soniq.snooze; importable from here as before
+
+# -- error codes (compat-surface) ------------------------------------------------------------
+
+SONIQ_UNKNOWN_TASK_NAME = "SONIQ_UNKNOWN_TASK_NAME"
+SONIQ_INVALID_TASK_NAME = "SONIQ_INVALID_TASK_NAME"
+SONIQ_TASK_ARGS_INVALID = "SONIQ_TASK_ARGS_INVALID"
+SONIQ_PLUGIN_DUPLICATE = "SONIQ_PLUGIN_DUPLICATE"
+SONIQ_UNKNOWN_SETTING = "SONIQ_UNKNOWN_SETTING"
+SONIQ_UNSUPPORTED_SETTING = "SONIQ_UNSUPPORTED_SETTING"
+
+_CLASS_CODES = {
+    # Classes whose 0.1.0 counterpart had a code keep that code; the rest get one from their name.
+    "UnknownJobError": SONIQ_UNKNOWN_TASK_NAME,
+    "JobArgumentsError": SONIQ_TASK_ARGS_INVALID,
+    "SettingsError": "SONIQ_INVALID_SETTING",
+    "JobOptionsError": "SONIQ_INVALID_JOB_OPTIONS",
+}
+
+
+def _code_from_class_name(name: str) -> str:
+    stem = name[: -len("Error")] if name.endswith("Error") and name != "Error" else name
+    return "SONIQ_" + re.sub(r"(?<!^)(?=[A-Z])", "_", stem).upper()
 
 
 class SoniqError(Exception):
-    """Base class of Soniq's own errors."""
+    """Base class of Soniq's own errors.
+
+    Every error carries a stable `code` (``SONIQ_...``, safe to match on across releases) and,
+    where there is one, a `suggestion` saying what to do. Subclasses get their code from
+    their class name unless they set one; an instance may override both.
+    """
+
+    code: str = "SONIQ_ERROR"
+    suggestion: str | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" not in cls.__dict__:
+            cls.code = _CLASS_CODES.get(cls.__name__, _code_from_class_name(cls.__name__))
+
+    def __init__(
+        self,
+        message: object = "",
+        error_code: str | None = None,
+        context: Mapping[str, Any] | None = None,
+        suggestions: Sequence[str] | None = None,
+        documentation_url: str | None = None,
+        *,
+        code: str | None = None,
+        suggestion: str | None = None,
+    ) -> None:
+        # The positional order after `message` is 0.1.0's, so its ``SoniqError(msg, code, ...)`` calls still work.
+        self.message = str(message)
+        if code or error_code:
+            self.code = str(code or error_code)
+        listed = list(suggestions or [])
+        if suggestion is not None:
+            listed.insert(0, suggestion)
+        if listed:
+            self.suggestion = listed[0]
+        self.context: dict[str, Any] = dict(context or {})
+        self.documentation_url = documentation_url
+        self._extra_suggestions = listed[1:]
+        super().__init__(self._text(explicit=bool(listed)))
+
+    def _text(self, *, explicit: bool) -> str:
+        if explicit and self.suggestion and self.suggestion not in self.message:
+            return f"{self.message}; {self.suggestion}" if self.message else self.suggestion
+        return self.message
+
+    @property
+    def error_code(self) -> str:
+        """0.1.0's name for `code`."""
+        return self.code
+
+    @property
+    def suggestions(self) -> list[str]:
+        """0.1.0's list form of `suggestion`."""
+        head = [self.suggestion] if self.suggestion else []
+        return head + list(getattr(self, "_extra_suggestions", []))
+
+
+# -- end of error codes (compat-surface) -----------------------------------------------------
 
 
 class SettingsError(SoniqError, ValueError):
@@ -21,6 +104,8 @@ class SettingsError(SoniqError, ValueError):
 class BackendNotFoundError(SoniqError, LookupError):
     """No installed backend serves a URL scheme."""
 
+    suggestion = "install the distribution that serves the scheme, e.g. pip install soniq-postgres"
+
 
 class BackendLoadError(SoniqError, ImportError):
     """A backend or observer entry point exists but could not be imported."""
@@ -33,6 +118,11 @@ class InvalidURLError(SoniqError, ValueError):
 class UnknownJobError(SoniqError, LookupError):
     """No job is registered under a name."""
 
+    suggestion = (
+        "register it with @app.job, or enqueue it with enqueue_validation='warn' or a TaskRef "
+        "when another service runs it"
+    )
+
 
 class JobArgumentsError(SoniqError, TypeError):
     """Job arguments that cannot be stored: not JSON-serialisable, or too large."""
@@ -41,9 +131,13 @@ class JobArgumentsError(SoniqError, TypeError):
 class BackendUnavailableError(SoniqError, ConnectionError):
     """The store cannot be reached; the message names where it was looked for."""
 
+    suggestion = "check that the server is running and that the URL (SONIQ_DATABASE_URL) points at it"
+
 
 class BackendProtocolError(SoniqError, TypeError):
     """A backend declares a protocol version this soniq-core does not speak."""
+
+    suggestion = "upgrade the backend distribution or soniq-core so both speak the same protocol version"
 
 
 SNOOZE_MAX_SECONDS = 30 * 86400.0
@@ -52,22 +146,6 @@ SNOOZE_MAX_SECONDS = 30 * 86400.0
 
 class NoJobsRegisteredError(SoniqError, RuntimeError):
     """A worker was started with no job registered (pass `allow_no_jobs=True` to start one anyway)."""
-
-
-class Snooze(Exception):  # noqa: N818 - raised by handlers, reads as an instruction
-    """Raise from a handler to run the job again later without spending an attempt.
-
-    The delay must be a finite number of seconds >= 0; a longer one than
-    `snooze_max_seconds` (default 30 days) is cut down to it.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        value = float(seconds)
-        # NaN fails every comparison, so it is rejected by name rather than by `< 0`.
-        if math.isnan(value) or math.isinf(value) or value < 0:
-            raise ValueError(f"Snooze seconds must be a finite number >= 0, got {seconds!r}")
-        self.seconds = value
-        super().__init__(f"snoozed for {self.seconds:g}s")
 
 
 class Permanent(SoniqError):  # noqa: N818 - raised by handlers, reads as an instruction

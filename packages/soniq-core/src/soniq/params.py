@@ -481,3 +481,19 @@ class PruneDeadLettersParams:
     def __post_init__(self) -> None:
         _aware(self.before, "prune_dead_letters before")
         _limit(self.limit, "prune_dead_letters limit")
+
+
+# --- issue 13: schema upgrades (setup_schema) ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SetupSchemaParams:
+    dry_run: bool = False
+    """Change nothing: report the family found and the SQL `setup` would run."""
+    force: bool = False
+    """Upgrade a soniq 0.1.0 schema even while 0.1.0 workers still heartbeat into it."""
+
+    def __post_init__(self) -> None:
+        for name in ("dry_run", "force"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"setup_schema {name} must be True or False, got {getattr(self, name)!r}")

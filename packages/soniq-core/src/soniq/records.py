@@ -50,6 +50,10 @@ class DeadLetterReason(str, enum.Enum):
     """The row's stored arguments or result could not be decoded."""
     STUCK = "stuck"
     """The handler would not stop after cancellation, or kept running past its deadline."""
+    # -- compat-jobs (issue 12) --
+    INVALID_ARGUMENTS = "invalid_arguments"
+    """The stored arguments failed the job's `args_model` in the worker."""
+    # -- end compat-jobs --
 
 
 QUEUE_STATS_KEYS: tuple[str, ...] = (
@@ -267,6 +271,62 @@ class DeadLetterPage:
     next_cursor: JobCursor | None
 
 
+# -- schema status (compat-surface; issue 13 adds schema-family detection) --
+
+
+@dataclass(frozen=True, slots=True)
+class MigrationStep:
+    """One schema step of a backend: its number, its name, and when it was applied (None: unknown or pending)."""
+
+    version: int
+    name: str
+    applied_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaStatus:
+    """What `Backend.schema_status` found: the steps applied to the store and those `setup()` would apply.
+
+    Growable: later fields get defaults, and `details` holds backend-specific facts
+    (a JSON-ready mapping) that have no field of their own yet.
+    """
+
+    backend: str
+    """The kind of store, as its URL scheme names it: ``postgresql``, ``sqlite``, ``redis``, ``memory``."""
+    location: str
+    """Where the schema lives (schema name, file, key prefix), with no password in it."""
+    applied: tuple[MigrationStep, ...]
+    pending: tuple[MigrationStep, ...]
+    newer_than_known: bool = False
+    """The store was upgraded by a newer release than this backend: it holds steps this one does not know."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def up_to_date(self) -> bool:
+        return not self.pending and not self.newer_than_known
+
+    @property
+    def current_version(self) -> int | None:
+        return max((step.version for step in self.applied), default=None)
+
+    def to_dict(self) -> dict[str, Any]:
+        def step(item: MigrationStep) -> dict[str, Any]:
+            applied_at = item.applied_at.isoformat() if item.applied_at else None
+            return {"version": item.version, "name": item.name, "applied_at": applied_at}
+
+        return {
+            "backend": self.backend,
+            "location": self.location,
+            "current_version": self.current_version,
+            "up_to_date": self.up_to_date,
+            "newer_than_known": self.newer_than_known,
+            "applied": [step(item) for item in self.applied],
+            "pending": [step(item) for item in self.pending],
+            "details": dict(self.details),
+        }
+
+
+# -- end of schema status --
 # -- issue 12 (compat-store): dead-letter statistics -----------------------------
 
 
@@ -343,6 +403,29 @@ class LeaseRecord:
     """When `holder` took the lease (renewals keep it)."""
     renewed_at: datetime
     expires_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- issue 13: schema upgrades (setup_schema) ---------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaReport:
+    """Where a store's schema stands, and what `setup_schema` did (or, on a dry run, would do)."""
+
+    family: str
+    """A `soniq.schema_state.SchemaFamily` value: the schema found before this call."""
+    applied: tuple[int, ...]
+    """Migration versions recorded before this call."""
+    pending: tuple[int, ...]
+    """Versions this call applied (or would apply); empty when the schema was current."""
+    statements: tuple[str, ...] = ()
+    """The SQL run (or to run), in order; empty for stores without SQL."""
+    upgraded_from: str | None = None
+    """``"soniq-0.1.0"`` when this call upgraded (or would upgrade) a 0.1.0 schema."""
+    dry_run: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

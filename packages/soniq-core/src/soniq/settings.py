@@ -6,8 +6,10 @@ with the setting's name and its variable rather than deep inside a worker.
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -21,6 +23,8 @@ MIN_POLL_INTERVAL = 0.01
 MAX_CONCURRENCY = 10_000
 HEARTBEAT_TIMEOUT_FACTOR = 3
 PREFETCH_FACTOR = 10
+ENQUEUE_VALIDATION_MODES = ("strict", "warn", "none")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def _parse_float(name: str, value: Any, *, minimum: float, allow_none: bool, strict: bool) -> float | None:
@@ -131,6 +135,27 @@ class Settings:
     dead_letter_retention_days: float | None = None
     """Dead-letter rows older than this many days are deleted by the leader; None keeps them forever."""
     # -- end issue 14 --
+    # -- compat-jobs (issue 12): the job API of soniq 0.1.0 --
+    snooze_max_seconds: float = 30 * 86400.0
+    """The longest a `Snooze` puts a job off; a longer one is cut down to this (0.1.0 defaulted to a day)."""
+    # -- end compat-jobs --
+
+    # -- producers and 0.1.0 names (compat-surface) --
+    enqueue_validation: str = "strict"
+    """What `enqueue` does with a job name no local job registers: ``strict`` refuses it,
+    ``warn`` logs (at most once a minute per name) and stores it, ``none`` stores it silently."""
+    task_name_pattern: str | None = None
+    """A regular expression every job name must match, at ``@app.job`` and at enqueue; None: any name."""
+    route_map: tuple[tuple[str, str], ...] = ()
+    """Name prefix -> queue for jobs registered without a queue; the longest matching prefix wins."""
+    producer_id: str = "auto"
+    """Stamped on every row this app enqueues; ``auto`` is ``<hostname>:<pid>:<program>``."""
+    log_level: str | None = None
+    """Level of the ``soniq`` loggers for the CLI when ``--log-level`` is not given."""
+    pool_min_size: int | None = None
+    pool_max_size: int | None = None
+    """PostgreSQL connection pool bounds (the backend's ``min_size`` / ``max_size``); other backends ignore them."""
+    # -- end of compat-surface fields --
     # -- issue 12 (compat-store) --
     result_ttl: float | None = None
     """Seconds a finished job's row is kept: None forever, 0 deleted on completion (see soniq.retention)."""
@@ -164,14 +189,28 @@ class Settings:
         return tuple(f.name for f in fields(cls))
 
     @classmethod
-    def load(cls, overrides: Mapping[str, Any] | None = None, *, environ: Mapping[str, str] | None = None) -> Settings:
-        """Keywords win over `SONIQ_<NAME>` variables, which win over defaults."""
-        overrides = dict(overrides or {})
-        env = os.environ if environ is None else environ
+    def load(
+        cls,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
+        env_file: str | os.PathLike[str] | None = None,
+    ) -> Settings:
+        """Keywords win over `SONIQ_<NAME>` variables, which win over a ``.env`` file, which wins over defaults.
+
+        The ``.env`` file (`env_file`, else ``./.env`` when `environ` is not given) is read with
+        python-dotenv (``pip install soniq-core[dotenv]``), as soniq 0.1.0 read it. soniq 0.1.0's
+        setting names are accepted where they mean something here (see `soniq.legacy_settings`).
+        """
+        from soniq.legacy_settings import read_env_file, translate
+
         known = cls.names()
-        unknown = sorted(set(overrides) - set(known))
-        if unknown:
-            raise TypeError(f"unknown Soniq setting(s): {', '.join(unknown)}; known settings: {', '.join(known)}")
+        env: Mapping[str, str] = os.environ if environ is None else environ
+        if env_file is not None or environ is None:
+            from_file = read_env_file(env_file)
+            if from_file:
+                env = {**from_file, **env}
+        overrides, env = translate(dict(overrides or {}), env, known)
         raw: dict[str, Any] = {}
         for name in known:
             if name in overrides:
@@ -182,9 +221,9 @@ class Settings:
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with some values replaced, validated the same way."""
-        unknown = sorted(set(overrides) - set(self.names()))
-        if unknown:
-            raise TypeError(f"unknown Soniq setting(s): {', '.join(unknown)}")
+        from soniq.legacy_settings import translate
+
+        overrides, _ = translate(dict(overrides), {}, self.names())
         return self._with_raw({k: v for k, v in overrides.items()})
 
     def _with_raw(self, raw: Mapping[str, Any]) -> Settings:
@@ -196,6 +235,11 @@ class Settings:
         return result
 
     def _check_relations(self) -> None:
+        low, high = self.pool_min_size, self.pool_max_size
+        if low is not None and high is not None and low > high:
+            raise SettingsError(
+                "pool_min_size", f"must be at most pool_max_size ({self.pool_max_size}), got {self.pool_min_size}"
+            )
         # Below three beats a worker busy for one slow sweep can look stale to itself and its peers.
         if self.heartbeat_timeout < HEARTBEAT_TIMEOUT_FACTOR * self.heartbeat_interval:
             raise SettingsError(
@@ -324,7 +368,92 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "prune_pause": _non_negative,
     "dead_letter_retention_days": _optional_positive,
     # -- end issue 14 --
+    # -- compat-surface --
+    "enqueue_validation": lambda name, value: _choice(name, value, ENQUEUE_VALIDATION_MODES),
+    "task_name_pattern": lambda name, value: _pattern(name, value),
+    "route_map": lambda name, value: _route_map(name, value),
+    "producer_id": lambda name, value: _producer_id(name, value),
+    "log_level": lambda name, value: _log_level(name, value),
+    "pool_min_size": lambda name, value: _optional_int(name, value, minimum=0),
+    "pool_max_size": lambda name, value: _optional_int(name, value, minimum=1),
+    # -- end of compat-surface --
+    # -- compat-jobs (issue 12) --
+    "snooze_max_seconds": _positive,
+    # -- end compat-jobs --
     # -- issue 12 (compat-store) --
     "result_ttl": _optional_non_negative,
     # -- end issue 12 (compat-store) --
 }
+
+
+# -- parsers of the compat-surface settings --
+
+
+def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    text = str(value).strip().lower() if isinstance(value, str) else None
+    if text not in choices:
+        raise SettingsError(name, f"expected one of {', '.join(choices)}, got {value!r}")
+    return text
+
+
+def _pattern(name: str, value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return None
+    if not isinstance(value, str):
+        raise SettingsError(name, f"expected a regular expression string, got {value!r}")
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise SettingsError(name, f"is not a valid regular expression ({exc}): {value!r}") from None
+    return value
+
+
+def _route_map(name: str, value: Any) -> tuple[tuple[str, str], ...]:
+    if isinstance(value, str):
+        # SONIQ_ROUTE_MAP: JSON, as pydantic-settings read it in 0.1.0.
+        if not value.strip():
+            return ()
+        try:
+            value = json.loads(value)
+        except ValueError:
+            example = '{"billing.": "billing"}'
+            raise SettingsError(name, f"expected a JSON object such as {example}, got {value!r}") from None
+    if isinstance(value, tuple) and all(isinstance(item, tuple) and len(item) == 2 for item in value):
+        value = dict(value)
+    if not isinstance(value, Mapping):
+        raise SettingsError(name, f"expected a mapping of name prefix to queue, got {value!r}")
+    pairs = []
+    for prefix, queue in value.items():
+        if not isinstance(prefix, str) or not prefix or not isinstance(queue, str) or not queue.strip():
+            raise SettingsError(
+                name, f"every entry must map a non-empty prefix to a queue name, got {prefix!r}: {queue!r}"
+            )
+        pairs.append((prefix, queue.strip()))
+    # Longest prefix first, so the first match is the one that wins.
+    return tuple(sorted(pairs, key=lambda pair: (-len(pair[0]), pair[0])))
+
+
+def _producer_id(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SettingsError(name, f"expected a non-empty string (or 'auto'), got {value!r}")
+    if len(value) > 255:
+        raise SettingsError(name, f"must be at most 255 characters, got {len(value)}")
+    return value.strip()
+
+
+def _log_level(name: str, value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip() == ""):
+        return None
+    text = str(value).strip().upper() if isinstance(value, str) else None
+    if text not in LOG_LEVELS:
+        raise SettingsError(name, f"expected one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    return text
+
+
+def _optional_int(name: str, value: Any, *, minimum: int) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    return _parse_int(name, value, minimum=minimum)
+
+
+# -- end of compat-surface parsers --

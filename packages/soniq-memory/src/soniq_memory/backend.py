@@ -59,6 +59,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -74,10 +75,13 @@ from soniq.records import (
     JobRecord,
     JobStatus,
     LeaseRecord,
+    MigrationStep,
     NewJob,
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
+    SchemaStatus,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
@@ -239,6 +243,10 @@ class MemoryBackend:
 
     async def setup(self) -> None:
         return None
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        # A process-local store has no schema to detect or migrate.
+        return SchemaReport(family="soniq", applied=(), pending=(), dry_run=params.dry_run)
 
     async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         if params.concurrency < 1:
@@ -685,6 +693,18 @@ class MemoryBackend:
 
     async def queue_names(self) -> list[str]:
         return reads.queue_names(self._store)
+
+    # -- schema status (compat-surface) --
+
+    async def schema_status(self) -> SchemaStatus:
+        # An in-process store has no schema to upgrade: it is always the shape this code knows.
+        return SchemaStatus(
+            backend="memory",
+            location=f"memory://{self.name}" if self.name else "memory://",
+            applied=(MigrationStep(1, "in-memory store"),),
+            pending=(),
+            details={"namespace": self.namespace},
+        )
 
     # -- schedules, leader lease, pruning (issue 14) -------------------------
 

@@ -2,10 +2,10 @@
 
 `messaging.client.sent.messages` counts enqueues, `messaging.client.consumed.messages`
 counts rows handed to a handler, and `messaging.process.duration` times each run, with
-`error.type` on runs that failed. Soniq's own shutdown series (nacks and shutdown
-outcomes) sit beside them under ``soniq.``. Attributes are a queue, a job name, an
-outcome or reason, never a job id, so the number of streams stays bounded. Without an
-SDK meter provider every instrument is a no-op.
+`error.type` on runs that failed. Soniq's own series (nacks, shutdown outcomes, schedule
+firings and their lateness) sit beside them under ``soniq.``. Attributes are a queue, a
+job name, a schedule, an outcome or reason, never a job id, so the number of streams stays
+bounded. Without an SDK meter provider every instrument is a no-op.
 """
 
 from __future__ import annotations
@@ -16,7 +16,14 @@ from opentelemetry import metrics
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.util.types import Attributes
 
-from soniq.observers import EnqueueEvent, JobEndEvent, JobStartEvent, NackEvent, TransitionEvent
+from soniq.observers import (
+    EnqueueEvent,
+    JobEndEvent,
+    JobStartEvent,
+    NackEvent,
+    ScheduleFiredEvent,
+    TransitionEvent,
+)
 from soniq_otel import attributes as a
 
 METRIC_SENT_MESSAGES: Final = "messaging.client.sent.messages"
@@ -25,6 +32,11 @@ METRIC_PROCESS_DURATION: Final = "messaging.process.duration"
 METRIC_NACKS: Final = "soniq.job.nacks"
 METRIC_SHUTDOWNS: Final = "soniq.worker.shutdowns"
 METRIC_SHUTDOWN_DURATION: Final = "soniq.worker.shutdown.duration"
+METRIC_SCHEDULE_FIRINGS: Final = "soniq.schedule.firings"
+METRIC_SCHEDULE_LATENESS: Final = "soniq.schedule.lateness"
+
+SCHEDULE_NAME: Final = "soniq.schedule.name"
+SCHEDULE_CATCH_UP: Final = "soniq.schedule.catch_up"
 
 SHUTDOWN_OUTCOME: Final = "soniq.shutdown.outcome"
 """``drained``, ``forced`` or ``waited_for_threads``."""
@@ -66,6 +78,14 @@ class JobMetrics:
         self.shutdown_duration = meter.create_histogram(
             METRIC_SHUTDOWN_DURATION, unit="s", description="Time from the stop request to STOPPED, by outcome."
         )
+        self.schedule_firings = meter.create_counter(
+            METRIC_SCHEDULE_FIRINGS,
+            unit="{firing}",
+            description="Due times of periodic schedules this process enqueued, on time or by catch-up.",
+        )
+        self.schedule_lateness = meter.create_histogram(
+            METRIC_SCHEDULE_LATENESS, unit="s", description="How long after its due time a schedule's job was enqueued."
+        )
         self._shutdown_states: dict[str, set[str]] = {}
 
     @staticmethod
@@ -103,6 +123,19 @@ class JobMetrics:
             a.NACK_WRITTEN: event.written,
         }
         self.nacks.add(1, attributes)
+
+    def schedule_fired(self, event: ScheduleFiredEvent) -> None:
+        attributes: Attributes = {
+            a.MESSAGING_SYSTEM: a.MESSAGING_SYSTEM_SONIQ,
+            a.MESSAGING_DESTINATION_NAME: event.queue,
+            a.JOB_NAME: event.job_name,
+            SCHEDULE_NAME: event.schedule_name,
+            SCHEDULE_CATCH_UP: event.catch_up,
+        }
+        self.schedule_firings.add(1, attributes)
+        self.schedule_lateness.record(
+            max(0.0, event.late_seconds), {SCHEDULE_NAME: event.schedule_name, SCHEDULE_CATCH_UP: event.catch_up}
+        )
 
     def transition(self, event: TransitionEvent) -> None:
         to_state = event.to_state.value

@@ -89,6 +89,7 @@ class SoniqTracingObserver(BaseObserver):
 
     def on_schedule_fired(self, event: ScheduleFiredEvent) -> None:
         self.schedules.fired(event)
+        self.metrics.schedule_fired(event)
 
     def on_worker_stopped(self, worker_id: str) -> None:
         self.jobs.abandon(worker_id)

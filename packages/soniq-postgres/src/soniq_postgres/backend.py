@@ -60,6 +60,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -74,15 +75,18 @@ from soniq.records import (
     JobRecord,
     JobStatus,
     LeaseRecord,
+    MigrationStep,
     NewJob,
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
+    SchemaStatus,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_postgres import migrations, reads, schedules
+from soniq_postgres import legacy_010, migrations, reads, schedules, schema_setup
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
@@ -208,8 +212,15 @@ class PostgresBackend:
             await _close_pool(pool)
 
     async def setup(self) -> None:
-        await self._ensure_pool()
-        await self._migrate(only_if_missing=False)
+        await self.setup_schema(SetupSchemaParams())
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        pool = await self._ensure_pool()
+        async with translated(self._options), pool.acquire() as conn:
+            report = await schema_setup.setup_schema(conn, self._options.schema, params, explicit=True)
+        if not params.dry_run:
+            self._schema_ready = True
+        return report
 
     async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         await self._ensure_pool()
@@ -717,6 +728,34 @@ SELECT (SELECT count(*) FROM d) AS total,
         async with self._connection() as conn:
             return await reads.queue_names(conn, quote_ident(self._queries.schema))
 
+    # -- schema status (compat-surface) --
+
+    async def schema_status(self) -> SchemaStatus:
+        # The pool only: connect() would apply missing migrations, and this must report them instead.
+        pool = await self._ensure_pool()
+        schema = self._options.schema
+        async with translated(self._options), pool.acquire() as conn:
+            # issue 13: a 0.1.0 or unknown schema's soniq_migrations rows are not our steps.
+            family, _ = await legacy_010.detect(conn, schema, migrations.LATEST_VERSION)
+            table = await conn.fetchval("SELECT to_regclass($1)", f"{quote_ident(schema)}.soniq_migrations")
+            rows = (
+                await conn.fetch(f"SELECT version, name, applied_at FROM {quote_ident(schema)}.soniq_migrations")
+                if table is not None and family.value in ("soniq", "newer")
+                else []
+            )
+        applied = {
+            int(row["version"]): MigrationStep(int(row["version"]), row["name"], row["applied_at"]) for row in rows
+        }
+        known = {m.version for m in migrations.MIGRATIONS}
+        return SchemaStatus(
+            backend="postgresql",
+            location=f"{self._options.address}/{self._options.database}, schema {schema}",
+            applied=tuple(applied[v] for v in sorted(applied)),
+            pending=tuple(MigrationStep(m.version, m.name) for m in migrations.MIGRATIONS if m.version not in applied),
+            newer_than_known=bool(set(applied) - known),
+            details={"schema": schema, "family": family.value},
+        )
+
     # -- schedules, leader lease, pruning (issue 14; soniq_postgres.schedules) --
 
     async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
@@ -832,7 +871,9 @@ SELECT (SELECT count(*) FROM d) AS total,
         assert self._pool is not None
         async with translated(self._options), self._pool.acquire() as conn:
             if not (only_if_missing and await migrations.is_current(conn, self._options.schema)):
-                await migrations.migrate(conn, self._options.schema)
+                await schema_setup.setup_schema(
+                    conn, self._options.schema, SetupSchemaParams(), explicit=not only_if_missing
+                )
         self._schema_ready = True
 
     @asynccontextmanager

@@ -200,7 +200,11 @@ async def applied_versions(connection: asyncpg.Connection, schema: str) -> set[i
 
 async def is_current(connection: asyncpg.Connection, schema: str) -> bool:
     """Cheap check, taken without the lock, that nothing is left to apply."""
-    return LATEST_VERSION in await applied_versions(connection, schema)
+    # issue 13 hook: a 0.1.0 (or any other) schema is never current, whatever it records.
+    from soniq_postgres.legacy_010 import detect
+
+    family, applied = await detect(connection, schema, LATEST_VERSION)
+    return family.value == "soniq" and LATEST_VERSION in applied
 
 
 async def migrate(connection: asyncpg.Connection, schema: str) -> list[int]:
@@ -208,6 +212,14 @@ async def migrate(connection: asyncpg.Connection, schema: str) -> list[int]:
     quoted = quote_ident(schema)
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", MIGRATION_LOCK, schema)
+        # issue 13 hook: refuse (changing nothing) a schema that is not ours or empty.
+        from soniq_postgres.legacy_010 import detect, needs_setup, refusal
+
+        family, found = await detect(connection, schema, LATEST_VERSION)
+        if family.value == "soniq-0.1.0":
+            raise needs_setup(schema)
+        if family.value not in ("empty", "soniq"):
+            raise refusal(family, schema, found, LATEST_VERSION)
         await connection.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
         await connection.execute(
             f"""CREATE TABLE IF NOT EXISTS {quoted}.soniq_migrations (

@@ -9,7 +9,7 @@ scrape never sees the two disagree.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -17,42 +17,65 @@ from prometheus_client.registry import Collector
 JobKey = tuple[str, str]
 """(queue, job_name)"""
 EndKey = tuple[str, str, str]
-"""(queue, job_name, status)"""
+"""(queue, job_name, status), or (queue, job_name, reason) for retries and dead letters"""
 
 
 class JobSeries(Collector):
-    def __init__(self, prefix: str, buckets: tuple[float, ...]) -> None:
+    """Kept per (queue, job_name) and per outcome, so a job's start and end are a dict lookup and a few
+    increments; runs are grouped into `status_of` their outcome (0.1.0's vocabulary) when scraped."""
+
+    def __init__(self, prefix: str, buckets: tuple[float, ...], status_of: Mapping[str, str]) -> None:
         self.prefix = prefix
         self.bounds = tuple(buckets) if buckets[-1] == float("inf") else (*buckets, float("inf"))
         # prometheus-client's spelling of `le`, so 0.1.0's series keep their bucket labels.
         self._le = tuple("+Inf" if bound == float("inf") else repr(float(bound)) for bound in self.bounds)
-        self.started: dict[JobKey, int] = {}
-        self.in_progress: dict[JobKey, int] = {}
-        self.ended: dict[EndKey, list[float]] = {}
-        """Per key: [sum of durations, then one count per bucket, not cumulative]."""
+        self._status_of = status_of
+        self._jobs: dict[JobKey, list[int]] = {}
+        """Per key: [started, in progress]."""
+        self._ends: dict[EndKey, list[float]] = {}
+        """Per (queue, job_name, outcome): [sum of durations, then one count per bucket, not cumulative]."""
+        self._running: dict[str, list[int]] = {}
+        """Job id -> its key's [started, in progress], until the run ends."""
         self.retries: dict[EndKey, int] = {}
         """(queue, job_name, reason)"""
         self.dead_letters: dict[EndKey, int] = {}
         """(queue, job_name, reason)"""
-        self._running: dict[str, JobKey] = {}
 
-    def start(self, job_id: str, key: JobKey) -> None:
-        self.started[key] = self.started.get(key, 0) + 1
-        self.in_progress[key] = self.in_progress.get(key, 0) + 1
-        self._running[job_id] = key
+    def start(self, job_id: str, queue: str, job_name: str) -> None:
+        counts = self._jobs.get((queue, job_name))
+        if counts is None:
+            counts = self._jobs[(queue, job_name)] = [0, 0]
+        counts[0] += 1
+        counts[1] += 1
+        self._running[job_id] = counts
 
-    def end(self, job_id: str, key: EndKey, duration: float) -> None:
-        row = self.ended.get(key)
+    def end(self, job_id: str, queue: str, job_name: str, outcome: str, duration: float) -> None:
+        """`outcome` a `JobOutcome` (or the plain string 0.1.0's `record_job_end` passes)."""
+        key = (queue, job_name, outcome)
+        row = self._ends.get(key)
         if row is None:
-            row = self.ended[key] = [0.0] * (len(self.bounds) + 1)
+            row = self._ends[key] = [0.0] * (len(self.bounds) + 1)
         row[1 + bisect_left(self.bounds, duration)] += 1
         row[0] += duration
-        running = self._running.pop(job_id, None)
-        if running is not None:
-            self.in_progress[running] -= 1
+        counts = self._running.pop(job_id, None)
+        if counts is not None:
+            counts[1] -= 1
+
+    def status(self, outcome: str) -> str:
+        text = str(getattr(outcome, "value", outcome))
+        return self._status_of.get(text, text)
+
+    def _by_status(self) -> dict[EndKey, list[float]]:
+        rows: dict[EndKey, list[float]] = {}
+        for (queue, job_name, outcome), row in self._ends.copy().items():
+            snapshot = list(row)
+            key = (queue, job_name, self.status(outcome))
+            merged = rows.get(key)
+            rows[key] = snapshot if merged is None else [a + b for a, b in zip(merged, snapshot, strict=True)]
+        return rows
 
     def count(self, queue: str, job_name: str, status: str) -> int:
-        row = self.ended.get((queue, job_name, status))
+        row = self._by_status().get((queue, job_name, status))
         return int(sum(row[1:])) if row else 0
 
     def _families(self) -> tuple[CounterMetricFamily, CounterMetricFamily, HistogramMetricFamily, GaugeMetricFamily]:
@@ -89,12 +112,10 @@ class JobSeries(Collector):
 
     def collect(self) -> Iterator[Metric]:
         started, completed, duration, in_progress = self._families()
-        for job_key, value in self.started.copy().items():
-            started.add_metric(job_key, value)
-        for job_key, value in self.in_progress.copy().items():
-            in_progress.add_metric(job_key, value)
-        for key, row in self.ended.copy().items():
-            snapshot = list(row)
+        for job_key, (started_count, running) in self._jobs.copy().items():
+            started.add_metric(job_key, started_count)
+            in_progress.add_metric(job_key, running)
+        for key, snapshot in self._by_status().items():
             cumulative = 0.0
             buckets = []
             for le, hits in zip(self._le, snapshot[1:], strict=True):

@@ -22,6 +22,7 @@ from soniq.observers import (
     JobStartEvent,
     NackEvent,
     RecoveryEvent,
+    ScheduleFiredEvent,
     TransitionEvent,
     WorkerStartedEvent,
 )
@@ -58,6 +59,9 @@ JOB_DURATION_BUCKETS: tuple[float, ...] = (
 
 SHUTDOWN_DURATION_BUCKETS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 
+SCHEDULE_LATENESS_BUCKETS: tuple[float, ...] = (0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0, 21600.0, 86400.0)
+"""From a scheduler tick's jitter to a catch-up firing for a due time a day old."""
+
 # 0.1.0's `status` vocabulary is done | failed | dead_letter | snoozed; outcomes it did not have keep their name.
 STATUS_OF_OUTCOME: dict[str, str] = {
     "done": "done",
@@ -92,7 +96,7 @@ class _Shutdown:
 
 
 class PrometheusMetricsSink(BaseObserver):
-    """Prometheus series for jobs, nacks, shutdowns, stale recoveries and the queues.
+    """Prometheus series for jobs, nacks, shutdowns, stale recoveries, schedule firings and the queues.
 
     `registry=None` uses prometheus-client's global registry, as 0.1.0 did; the
     ``prometheus`` entry point gives each app a registry of its own. `port` (else the
@@ -118,7 +122,7 @@ class PrometheusMetricsSink(BaseObserver):
         self.addr = addr
         reg = self.registry
         job = ("queue", "job_name")
-        self.jobs = JobSeries(prefix, JOB_DURATION_BUCKETS)
+        self.jobs = JobSeries(prefix, JOB_DURATION_BUCKETS, STATUS_OF_OUTCOME)
         reg.register(self.jobs)
         self.nacks = Counter(
             f"{prefix}_nacks_total",
@@ -153,6 +157,19 @@ class PrometheusMetricsSink(BaseObserver):
             "Rows of stale workers this process's sweeps recovered, by action (release, requeue, dead_letter).",
             ("action",),
             registry=reg,
+        )
+        self.schedule_firings = Counter(
+            f"{prefix}_schedule_firings_total",
+            "Due times of periodic schedules this process enqueued; catch_up=true for ones missed during downtime.",
+            ("schedule", "queue", "job_name", "catch_up"),
+            registry=reg,
+        )
+        self.schedule_lateness = Histogram(
+            f"{prefix}_schedule_lateness_seconds",
+            "How long after its due time a schedule's job was enqueued.",
+            ("schedule", "catch_up"),
+            registry=reg,
+            buckets=SCHEDULE_LATENESS_BUCKETS,
         )
         for state in WorkerState:
             self.worker_state.labels(state=state.value)
@@ -204,6 +221,8 @@ class PrometheusMetricsSink(BaseObserver):
 
     # -- jobs ------------------------------------------------------------------
 
+    # Called for every job: kept to a few dict operations (benchmarks/prometheus_overhead.py).
+
     def on_job_start(self, event: JobStartEvent) -> None:
         self._on_bus = True
         job = event.job
@@ -212,9 +231,7 @@ class PrometheusMetricsSink(BaseObserver):
     def on_job_end(self, event: JobEndEvent) -> None:
         job = event.job
         outcome = event.outcome
-        self.jobs.end(
-            job.id, (job.queue, job.job_name, STATUS_OF_OUTCOME.get(outcome) or _text(outcome)), event.duration
-        )
+        self.jobs.end(job.id, job.queue, job.job_name, outcome, event.duration)
         if outcome in _COUNTED_OUTCOMES:
             self._count_outcome(job.queue, job.job_name, _text(outcome), event.reason)
 
@@ -222,7 +239,7 @@ class PrometheusMetricsSink(BaseObserver):
         if queue not in self._queues_seen:
             self._queues_seen.add(queue)
             self.queue_gauges.add_queues((queue,))
-        self.jobs.start(job_id, (queue, job_name))
+        self.jobs.start(job_id, queue, job_name)
 
     def _count_outcome(self, queue: str, job_name: str, outcome: str, reason: str | None) -> None:
         if outcome in RETRY_REASON_OF_OUTCOME:
@@ -290,6 +307,17 @@ class PrometheusMetricsSink(BaseObserver):
         for action, count in counts.items():
             self.stale_recoveries.labels(action).inc(count)
 
+    # -- periodic schedules ----------------------------------------------------------
+
+    def on_schedule_fired(self, event: ScheduleFiredEvent) -> None:
+        self._on_bus = True
+        self._fired(event.schedule_name, event.queue, event.job_name, event.catch_up, event.late_seconds)
+
+    def _fired(self, schedule: str, queue: str, job_name: str, catch_up: bool, late_seconds: float) -> None:
+        flag = "true" if catch_up else "false"
+        self.schedule_firings.labels(schedule, queue, job_name, flag).inc()
+        self.schedule_lateness.labels(schedule, flag).observe(max(0.0, late_seconds))
+
     # -- soniq 0.1.0's MetricsSink methods -----------------------------------------
     # Used when the sink is passed as ``metrics_sink=``; once the observer bus feeds it, these are
     # ignored so that a sink wired both ways counts each event once.
@@ -301,7 +329,7 @@ class PrometheusMetricsSink(BaseObserver):
     def record_job_end(self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float) -> None:
         if not self._on_bus:
             name = _text(outcome)
-            self.jobs.end(job_id, (queue, job_name, STATUS_OF_OUTCOME.get(name, name)), duration)
+            self.jobs.end(job_id, queue, job_name, name, duration)
             if name in _COUNTED_OUTCOMES:
                 self._count_outcome(queue, job_name, name, None)
 
@@ -319,6 +347,14 @@ class PrometheusMetricsSink(BaseObserver):
             actions = fields.get("actions")
             if isinstance(actions, Mapping):
                 self._recovered(str(action) for action in actions.values())
+        elif event == "schedule_fired":
+            self._fired(
+                str(fields.get("schedule", "")),
+                str(fields.get("queue", "")),
+                str(fields.get("job_name", "")),
+                bool(fields.get("catch_up")),
+                float(fields.get("late_seconds") or 0.0),
+            )
         elif event == "worker_transition":
             now = time.time()
             worker_id = str(fields.get("worker_id", ""))
@@ -337,11 +373,12 @@ class PrometheusMetricsSink(BaseObserver):
             self.shutdown_transitions,
             self.worker_state,
             self.stale_recoveries,
+            self.schedule_firings,
         ):
             for family in collector.describe():
                 if family.type != "histogram":
                     names.add(f"{family.name}_total" if family.type == "counter" else family.name)
-        for with_histograms in (self.jobs, self.shutdown_duration):
+        for with_histograms in (self.jobs, self.shutdown_duration, self.schedule_lateness):
             for family in with_histograms.describe():
                 if family.type == "histogram":
                     names.update(f"{family.name}{suffix}" for suffix in ("_bucket", "_count", "_sum"))

@@ -65,6 +65,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -80,9 +81,12 @@ from soniq.records import (
     JobRecord,
     JobStatus,
     LeaseRecord,
+    MigrationStep,
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
+    SchemaStatus,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
@@ -223,6 +227,33 @@ class RedisBackend:
         client, _ = await self._ready()
         with translated_errors(self._target):
             await self._ensure_schema(client)
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        if params.dry_run:
+            # Read-only, as schema_status: connect() would write the schema key.
+            status = await self.schema_status()
+            applied = tuple(step.version for step in status.applied)
+            family = "soniq" if applied else "empty"
+            pending = tuple(step.version for step in status.pending)
+            return SchemaReport(family=family, applied=applied, pending=pending, dry_run=True)
+        # A client of its own, before connect() (which writes the marker too): the marker is set
+        # with NX, so of several setups racing on an empty prefix exactly one reports creating it.
+        self._leave_other_loop()
+        own = self._target.client()
+        try:
+            with translated_errors(self._target, connecting=True):
+                stored = await own.get(self.keys.schema)
+                created = stored is None and bool(await own.set(self.keys.schema, str(SCHEMA_VERSION), nx=True))
+        finally:
+            with contextlib.suppress(Exception):
+                await own.aclose()
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            await self._ensure_schema(client)
+        family = "empty" if stored is None else "soniq"
+        applied = () if stored is None else tuple(range(1, int(stored) + 1))
+        pending = tuple(range(1, SCHEMA_VERSION + 1)) if created else ()
+        return SchemaReport(family=family, applied=applied, pending=pending)
 
     async def _ensure_schema(self, client: Redis) -> None:
         stored = await client.get(self.keys.schema)
@@ -578,6 +609,32 @@ class RedisBackend:
         client, _ = await self._ready()
         with translated_errors(self._target):
             return await reads.queue_names(client, self.keys)
+
+    # -- schema status (compat-surface) --
+
+    async def schema_status(self) -> SchemaStatus:
+        # A client of its own: connect() writes the schema key, and this must only read it.
+        self._leave_other_loop()
+        client = self._target.client()
+        try:
+            with translated_errors(self._target, connecting=True):
+                stored = await client.get(self.keys.schema)
+        finally:
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        current = int(stored) if stored is not None else 0
+
+        def step(version: int) -> MigrationStep:
+            return MigrationStep(version, "keys and scripts" if version == 1 else f"schema version {version}")
+
+        return SchemaStatus(
+            backend="redis",
+            location=f"key prefix {self.keys.prefix!r}",
+            applied=tuple(step(v) for v in range(1, min(current, SCHEMA_VERSION) + 1)),
+            pending=tuple(step(v) for v in range(current + 1, SCHEMA_VERSION + 1)),
+            newer_than_known=current > SCHEMA_VERSION,
+            details={"schema_key": self.keys.schema},
+        )
 
     # -- schedules, leader lease, pruning (issue 14; soniq_redis.schedules) ----
 

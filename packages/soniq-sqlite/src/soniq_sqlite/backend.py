@@ -56,6 +56,7 @@ from soniq.params import (
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
+    SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
@@ -70,10 +71,13 @@ from soniq.records import (
     JobRecord,
     JobStatus,
     LeaseRecord,
+    MigrationStep,
     NewJob,
     QueueCounts,
     QueueStats,
     ScheduleRecord,
+    SchemaReport,
+    SchemaStatus,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
@@ -93,7 +97,7 @@ from soniq_sqlite.codec import (
 )
 from soniq_sqlite.connection import Database, Synchronous
 from soniq_sqlite.location import MEMORY, DatabaseLocation, namespaced, parse_sqlite_url, validate_namespace
-from soniq_sqlite.schema import DEAD_LETTER_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT, WORKER_COLUMNS
+from soniq_sqlite.schema import DEAD_LETTER_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT, SCHEMA_VERSION, WORKER_COLUMNS
 from soniq_sqlite.schema_setup import drop_schema, ensure_schema, upgrade_schema
 from soniq_sqlite.wakeup import Wakeups
 
@@ -206,6 +210,10 @@ class SQLiteBackend:
     async def setup(self) -> None:
         await self._db.open()
         await upgrade_schema(self._db)
+
+    async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
+        await self._db.open()
+        return await upgrade_schema(self._db, dry_run=params.dry_run)
 
     async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         # One connection serves any number of in-flight rows; nothing to size.
@@ -692,6 +700,26 @@ class SQLiteBackend:
         await self.connect()
         return await reads.queue_names(self._db)
 
+    # -- schema status (compat-surface) --
+
+    async def schema_status(self) -> SchemaStatus:
+        # open() only: connect() would upgrade the schema, and this must report it untouched.
+        await self._db.open()
+        rows = await self._db.fetchall("PRAGMA user_version")
+        current = int(rows[0][0]) if rows else 0
+
+        def step(version: int) -> MigrationStep:
+            return MigrationStep(version, SCHEMA_STEP_NAMES.get(version, f"schema version {version}"))
+
+        return SchemaStatus(
+            backend="sqlite",
+            location=self.location.describe(),
+            applied=tuple(step(v) for v in range(1, min(current, SCHEMA_VERSION) + 1)),
+            pending=tuple(step(v) for v in range(current + 1, SCHEMA_VERSION + 1)),
+            newer_than_known=current > SCHEMA_VERSION,
+            details={"user_version": current},
+        )
+
     # -- schedules, leader lease, pruning (issue 14; soniq_sqlite.schedules) ---
 
     async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
@@ -769,6 +797,16 @@ async def insert_keyed(conn: aiosqlite.Connection, keyed: Sequence[tuple[Any, ..
         returned = list(await conn.execute_fetchall(_UPSERT_KEYED_JOB, values))
         stored.append(str(returned[0][0]))
     return stored
+
+
+SCHEMA_STEP_NAMES = {
+    1: "initial",
+    2: "worker_job_names",
+    3: "dashboard reads and worker state",
+    4: "schedules, leader lease and pruning",
+    5: "dedup_key, producer_id and the unique queued index",
+}
+"""What each `PRAGMA user_version` step added (see soniq_sqlite.schema), for ``soniq migrate-status``."""
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:

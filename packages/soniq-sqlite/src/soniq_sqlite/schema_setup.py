@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import aiosqlite
 
-from soniq.errors import SoniqError
+from soniq.records import SchemaReport
+from soniq.schema_state import SchemaFamily, SchemaStateError
 from soniq_sqlite.connection import Database
 from soniq_sqlite.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 
@@ -21,20 +22,55 @@ async def ensure_schema(db: Database) -> None:
         await upgrade_schema(db)
 
 
-async def upgrade_schema(db: Database) -> None:
+async def _foreign_family(conn: aiosqlite.Connection) -> SchemaFamily | None:
+    """issue 13 hook: at version 0, Soniq's table names mean someone else's schema (0.1.0's or unknown)."""
+    rows = list(
+        await conn.execute_fetchall("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'soniq_%'")
+    )
+    if not rows:
+        return None
+    columns = {row[1] for row in await conn.execute_fetchall("PRAGMA table_info(soniq_jobs)")}
+    return SchemaFamily.LEGACY_010 if "unique_job" in columns and "args_hash" in columns else SchemaFamily.FOREIGN
+
+
+async def upgrade_schema(db: Database, *, dry_run: bool = False) -> SchemaReport:
     """Run every migration above the file's version in one ``BEGIN IMMEDIATE``.
 
     A second process doing the same waits on the write lock, then reads the
     new version and has nothing left to do.
     """
 
+    reports: list[SchemaReport] = []
+
     async def body(conn: aiosqlite.Connection) -> None:
         current = await _user_version(conn)
         if current > SCHEMA_VERSION:
-            raise SoniqError(
+            raise SchemaStateError(
+                SchemaFamily.NEWER,
                 f"{db.location.describe()} has Soniq schema version {current}, newer than the "
-                f"{SCHEMA_VERSION} this soniq-sqlite knows; upgrade soniq-sqlite"
+                f"{SCHEMA_VERSION} this soniq-sqlite knows; upgrade soniq-sqlite (downgrades are not supported)",
             )
+        foreign = await _foreign_family(conn) if current == 0 else None
+        if foreign is SchemaFamily.LEGACY_010:
+            raise SchemaStateError(
+                foreign,
+                f"{db.location.describe()} holds a soniq 0.1.0 SQLite database; this release upgrades 0.1.0 "
+                "databases in place on PostgreSQL only. Nothing was changed: drain it with soniq 0.1.0 "
+                "(let its workers finish the queue), then start from a new file",
+            )
+        if foreign is not None:
+            raise SchemaStateError(
+                foreign,
+                f"{db.location.describe()} has soniq_* tables but no Soniq schema version; it is not a "
+                "schema this release knows. Nothing was changed: point SONIQ_DATABASE_URL at another file",
+            )
+        pending = tuple(range(current + 1, SCHEMA_VERSION + 1))
+        statements = tuple(statement for version in pending for statement in MIGRATIONS[version])
+        family = SchemaFamily.EMPTY if current == 0 else SchemaFamily.CURRENT
+        applied = tuple(range(1, current + 1))
+        reports.append(SchemaReport(family.value, applied, pending, statements, dry_run=dry_run))
+        if dry_run:
+            return
         for version in range(current + 1, SCHEMA_VERSION + 1):
             for statement in MIGRATIONS[version]:
                 await conn.execute(statement)
@@ -43,6 +79,7 @@ async def upgrade_schema(db: Database) -> None:
             await conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
     await db.transaction(body)
+    return reports[0]
 
 
 async def drop_schema(db: Database) -> None:

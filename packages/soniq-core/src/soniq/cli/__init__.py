@@ -39,6 +39,12 @@ def configure_logging(level: str | None) -> None:
         logging.getLogger("soniq.jobs").setLevel(logging.DEBUG)  # its own level is WARNING until asked
 
 
+def env_log_level() -> str | None:
+    """``SONIQ_LOG_LEVEL`` (the 0.1.0 `log_level` setting) when ``--log-level`` is not given; a bad one is ignored."""
+    value = os.environ.get("SONIQ_LOG_LEVEL", "").strip().upper()
+    return value if value in logging.getLevelNamesMapping() and value != "NOTSET" else None
+
+
 def one_line(exc: BaseException) -> str:
     text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
     return message(text or type(exc).__name__)
@@ -55,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extras:
         chosen: SoniqArgumentParser = getattr(args, "parser", parser)
         chosen.unrecognized(extras)
-    configure_logging(getattr(args, "log_level", None))
+    configure_logging(getattr(args, "log_level", None) or env_log_level())
     try:
         code: int = args.func(args)
         return code

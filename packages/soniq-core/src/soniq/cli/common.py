@@ -97,6 +97,40 @@ def check_port(url: str) -> None:
         raise CLIError(f"invalid URL {redact_url(url)!r}: the port must be a number from 0 to 65535") from None
 
 
+# -- the app by path: `soniq CMD APP` / `--app module:attr` (compat-surface) --
+
+
+def app_path(args: argparse.Namespace) -> str | None:
+    """The ``module:attr`` the command was given, positionally or with ``--app`` (not both, unless equal)."""
+    flag: str | None = getattr(args, "app", None)
+    positional: str | None = getattr(args, "app_positional", None)
+    if flag and positional and flag != positional:
+        raise CLIError(f"the app is given twice, as {positional!r} and --app {flag!r}; pass one")
+    return flag or positional or None
+
+
+def load_app_path(path: str) -> Soniq:
+    """The `Soniq` at ``module:attr`` (an instance, or a function of no arguments returning one)."""
+    module_name, sep, attr = path.partition(":")
+    if not sep or not module_name or not attr:
+        raise CLIError(f"the app must be given as module:attribute (e.g. myproject.jobs:app), got {path!r}")
+    import_jobs_modules([module_name])
+    target: Any = sys.modules[module_name]
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise CLIError(f"module {module_name!r} has no attribute {attr!r} (from the app path {path!r})") from None
+    if not isinstance(target, Soniq) and callable(target):
+        target = target()
+    if not isinstance(target, Soniq):
+        raise CLIError(f"{path} is a {type(target).__name__}, not a Soniq app")
+    return target
+
+
+# -- end of the app by path --
+
+
 def build_app(args: argparse.Namespace, *, need_jobs: bool) -> Soniq:
     modules = split_names(args.jobs_modules) if getattr(args, "jobs_modules", None) else None
     if modules is None:
@@ -105,7 +139,12 @@ def build_app(args: argparse.Namespace, *, need_jobs: bool) -> Soniq:
     if url:
         check_port(url)
     app: Soniq | None = None
-    if modules:
+    path = app_path(args)
+    if path:
+        app = load_app_path(path)
+        if modules:
+            import_jobs_modules(modules)  # more jobs for that app, registered as their modules import
+    elif modules:
         import_jobs_modules(modules)
         app = find_app(modules)
     if app is None:

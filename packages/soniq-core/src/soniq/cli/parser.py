@@ -87,9 +87,40 @@ def common_flags() -> SoniqArgumentParser:
         metavar="MODULES",
         help="comma-separated dotted module names to import, e.g. myapp.jobs (default: SONIQ_JOBS_MODULES)",
     )
+    common.add_argument(  # compat-surface
+        "--app",
+        default=None,
+        metavar="MODULE:ATTR",
+        help="the Soniq app to use, e.g. myproject.jobs:app (also accepted as the command's first argument)",
+    )
     # SUPPRESS: a subcommand that was not given the flag must not reset what `soniq -v CMD` set.
     add_log_flags(common, default=argparse.SUPPRESS)
     return common
+
+
+# -- positional APP (compat-surface) --
+
+NO_APP_COMMANDS = ("backends",)
+"""Commands that never open an app, so take no APP."""
+
+
+def add_app_positionals(sub: argparse._SubParsersAction[SoniqArgumentParser]) -> None:
+    """``soniq CMD APP``: an optional first argument on every command that takes no other one."""
+    for name, command in sub.choices.items():
+        if name in NO_APP_COMMANDS:
+            continue
+        if any(not action.option_strings for action in command._actions):
+            continue  # it has positionals (or subcommands) of its own: --app only
+        command.add_argument(
+            "app_positional",
+            nargs="?",
+            default=None,
+            metavar="APP",
+            help="the Soniq app as module:attr (same as --app)",
+        )
+
+
+# -- end of positional APP --
 
 
 def command_registrars() -> list[Register]:
@@ -98,15 +129,17 @@ def command_registrars() -> list[Register]:
     Commands from other distributions (the ``soniq.commands`` entry points)
     are added right after these, in `build_parser`.
     """
-    from soniq.cli import dead_letter, inspect, jobs, plugins, scheduler, worker  # scheduler: issue 14
+    from soniq.cli import dead_letter, inspect, jobs, migrate_status, migrations, plugins, scheduler, worker
 
     return [
         worker.register,
         scheduler.register,  # issue 14
         jobs.register,
         inspect.register,
+        migrate_status.register,  # compat-surface
         dead_letter.register,
         plugins.register,
+        migrations.register,  # issue 13: setup --dry-run/--force, migrations export
     ]
 
 
@@ -123,4 +156,5 @@ def build_parser(argv: Sequence[str] = ()) -> SoniqArgumentParser:
     for register in command_registrars():
         register(sub, common)
     add_plugin_commands(sub, common, argv, taken=list(sub.choices))
+    add_app_positionals(sub)  # compat-surface
     return parser

@@ -8,22 +8,11 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from soniq.cli.common import EXIT_OK, CLIError, build_app, run_with_app, split_names
-from soniq.redaction import redact_url
+from soniq.cli.migrations import add_setup_flags, cmd_setup  # issue 13
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
     from soniq.cli.parser import SoniqArgumentParser
-
-
-def cmd_setup(args: argparse.Namespace) -> int:
-    app = build_app(args, need_jobs=False)
-
-    async def body(app: Soniq) -> None:
-        await app.setup()
-
-    run_with_app(app, body)
-    print(f"schema ready at {redact_url(app.settings.resolved_database_url)}")
-    return EXIT_OK
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -67,7 +56,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: SoniqArgumentParser) -> None:
-    p = sub.add_parser("setup", parents=[common], help="create or upgrade the schema")
+    p = sub.add_parser("setup", parents=[common], help="create or upgrade the schema (soniq 0.1.0's included)")
+    add_setup_flags(p)  # issue 13
     p.set_defaults(func=cmd_setup, parser=p)
 
     p = sub.add_parser("worker", parents=[common], help="run a worker until SIGTERM/SIGINT")

@@ -1,0 +1,1 @@
+"""Glue for web frameworks; each module imports nothing of its framework."""
