@@ -1,5 +1,6 @@
 """A file made by an older soniq-sqlite upgrades to the latest schema version, keeping its rows:
-from version 1 (through `job_names`, 2) and from version 2, up to the worker state and dashboard indexes (3)."""
+from version 1 (through `job_names`, 2), from version 2 (worker state and dashboard indexes, 3) and from version 3,
+up to schedules, the leader lease and `soniq_jobs.expires_at` (4)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from soniq.params import RegisterWorkerParams, SetWorkerStatusParams
+from soniq.params import GetJobParams, PruneJobsParams, RegisterWorkerParams, SetWorkerStatusParams
 from soniq.records import WorkerInfo, WorkerStatus
 from soniq_sqlite import SQLiteBackend
 from soniq_sqlite.schema import MIGRATIONS, SCHEMA_VERSION
@@ -39,9 +40,9 @@ def _file_at(path: Path, version: int) -> None:
             conn.execute("""UPDATE soniq_workers SET job_names = '["app.old"]' WHERE id = 'old'""")
 
 
-@pytest.mark.parametrize("start", [1, 2])
+@pytest.mark.parametrize("start", [1, 2, 3])
 async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start: int, db_path: Path) -> None:
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 5
     _file_at(db_path, start)
 
     backend = SQLiteBackend.from_url(f"sqlite:///{db_path}")
@@ -69,6 +70,28 @@ async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start:
         await backend.close()
 
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    assert names >= DASHBOARD_INDEXES
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        job_columns = {row[1] for row in conn.execute("PRAGMA table_info(soniq_jobs)")}
+    assert names >= DASHBOARD_INDEXES | {"soniq_jobs_expires", "soniq_schedules_due", "soniq_jobs_dedup"}
+    assert tables >= {"soniq_schedules", "soniq_leader"}
+    assert job_columns >= {"dedup_key", "producer_id", "expires_at"}
+
+
+async def test_jobs_of_a_version_3_file_survive_the_upgrade_without_an_expiry(db_path: Path) -> None:
+    _file_at(db_path, 3)
+    with sqlite3.connect(db_path, isolation_level=None) as conn:
+        conn.execute(
+            "INSERT INTO soniq_jobs (id, job_name, status, max_attempts, queue, priority, scheduled_at, "
+            "created_at, updated_at) VALUES ('old-done', 'app.job', 'done', 1, 'default', 100, 0, 0, 0)"
+        )
+    backend = SQLiteBackend.from_url(f"sqlite:///{db_path}")
+    try:
+        row = await backend.get_job(GetJobParams(job_id="old-done"))
+        assert row is not None
+        assert row.expires_at is None
+        assert row.dedup_key is None
+        assert await backend.prune_jobs(PruneJobsParams(limit=10)) == 0
+    finally:
+        await backend.close()

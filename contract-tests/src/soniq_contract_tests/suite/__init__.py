@@ -29,15 +29,21 @@ from soniq_contract_tests.harness import BackendFactory, ContractHarness
 from soniq_contract_tests.suite.claim import ClaimContract
 from soniq_contract_tests.suite.corrupt_rows import CorruptRowContract, CorruptRowWriter
 from soniq_contract_tests.suite.dead_letter import DeadLetterContract
+from soniq_contract_tests.suite.dead_letter_bulk import DeadLetterBulkContract
+from soniq_contract_tests.suite.dedup import DedupContract
 from soniq_contract_tests.suite.enqueue import EnqueueContract
 from soniq_contract_tests.suite.expire_unknown import ExpireUnknownJobsContract
 from soniq_contract_tests.suite.fencing import FencingContract
 from soniq_contract_tests.suite.job_names import JobNamesContract
+from soniq_contract_tests.suite.leases import LeaseContract
 from soniq_contract_tests.suite.nack import NackContract
+from soniq_contract_tests.suite.pruning import PruningContract
 from soniq_contract_tests.suite.reads import ReadsContract
 from soniq_contract_tests.suite.recovery import StaleRecoveryContract
 from soniq_contract_tests.suite.results_listing import ResultsListingContract
+from soniq_contract_tests.suite.retention import RetentionContract
 from soniq_contract_tests.suite.rolling_deploy import RollingDeployContract
+from soniq_contract_tests.suite.schedules import ScheduleContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
 from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
@@ -71,6 +77,14 @@ class BackendContractSuite(
     WorkerProcessContract,
     ReadsContract,
     RollingDeployContract,
+    # issue 12 (compat-store)
+    DedupContract,
+    RetentionContract,
+    DeadLetterBulkContract,
+    # -- schedules, leader lease, pruning (issue 14)
+    ScheduleContract,
+    LeaseContract,
+    PruningContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

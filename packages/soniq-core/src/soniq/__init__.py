@@ -6,6 +6,7 @@ from __future__ import annotations
 from soniq import _install_check as _install_check
 from soniq.app import Soniq
 from soniq.backend import BACKEND_PROTOCOL_VERSION, Backend, BackendCapabilities
+from soniq.context import JobContext  # compat-jobs (issue 12)
 from soniq.dead_letter import DeadLetterNotFoundError
 from soniq.errors import (
     BackendLoadError,
@@ -24,6 +25,7 @@ from soniq.metrics import InMemoryMetricsSink, MetricsSink, NullMetricsSink
 from soniq.observers import BaseObserver, Observer
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.records import JobStatus, StaleJobPolicy, WorkerStatus
+from soniq.retry import AppRetryPolicy  # compat-jobs (issue 12)
 from soniq.settings import Settings
 from soniq.validation import JobOptionsError
 from soniq.worker.state import WorkerState
@@ -33,6 +35,7 @@ __version__ = "0.2.0"
 
 __all__ = [
     "BACKEND_PROTOCOL_VERSION",
+    "AppRetryPolicy",  # compat-jobs (issue 12)
     "Backend",
     "BackendCapabilities",
     "BackendLoadError",
@@ -45,6 +48,7 @@ __all__ = [
     "InMemoryMetricsSink",
     "InvalidURLError",
     "JobArgumentsError",
+    "JobContext",  # compat-jobs (issue 12)
     "JobOptionsError",
     "JobOutcome",
     "JobStatus",

@@ -15,14 +15,17 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 from soniq.backend import BACKEND_PROTOCOL_VERSION, PROTOCOL_MIGRATION_NOTE, Backend
 from soniq.bus import ObservationBus
 from soniq.dead_letter import DeadLetterService
+from soniq.dedup import resolve_dedup_key
 from soniq.discovery import create_backend, load_observer_factories
 from soniq.errors import BackendProtocolError, SoniqError, UnknownJobError
-from soniq.metrics import MetricsSink, NullMetricsSink
+from soniq.hooks import check_hook, check_middleware, hook_listeners
+from soniq.metrics import MetricsSink, NullMetricsSink, adapt_metrics_sink
 from soniq.observers import EnqueueEvent, Observer
 from soniq.params import CancelJobParams, EnqueueJobsParams, GetJobParams, ListJobsParams, QueueStatsParams
 from soniq.records import JobRecord, JobStatus, NewJob, RecoveryResult
 from soniq.redaction import redact_url
 from soniq.registry import JobDefinition, JobRegistry, default_job_name
+from soniq.retry import check_app_retry_policy
 from soniq.serialization import new_job_ids
 from soniq.settings import Settings
 from soniq.sync_bridge import SyncBridge
@@ -62,6 +65,7 @@ def check_protocol(backend: Backend) -> None:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+H = TypeVar("H", bound=Callable[..., Any])
 
 ScheduleAt = datetime | timedelta | int | float | None
 
@@ -90,6 +94,7 @@ class Soniq:
         metrics_sink: MetricsSink | None = None,
         extra_observers: Iterable[Observer] | None = None,
         backend_options: Mapping[str, Any] | None = None,
+        retry_policy: Any = None,
         **settings: Any,
     ) -> None:
         if database_url is not None:
@@ -117,6 +122,20 @@ class Soniq:
         self.current_worker: Worker | None = None
         self._bus: ObservationBus | None = None
         self._bus_key: tuple[tuple[Observer, ...], MetricsSink] | None = None
+        # -- compat-jobs (issue 12): retry policy, hooks, middleware, 0.1.0-style metrics sinks --
+        check_app_retry_policy(retry_policy)
+        self.retry_policy: Any = retry_policy
+        """``Soniq(retry_policy=obj)``: `obj.delay_for(*, attempt, job_meta, exc)` gives each retry's delay."""
+        self.hooks: dict[str, list[Callable[..., Any]]] = {"before_job": [], "after_job": [], "on_error": []}
+        self.middleware_chain: list[Callable[..., Any]] = []
+        """`@app.middleware` functions in registration order (the first wraps all the others)."""
+        self._hook_listeners: tuple[Observer, ...] = ()
+        bridged = adapt_metrics_sink(metrics_sink)
+        if bridged is not None:
+            # A sink with async methods or 0.1.0's keywords listens on the bus as an observer.
+            self.metrics = NullMetricsSink()
+            self.observers.append(bridged)  # type: ignore[arg-type]  # duck-typed: job start/end hooks only
+        # -- end compat-jobs --
         Soniq._instances.add(self)
 
     def __repr__(self) -> str:
@@ -135,9 +154,17 @@ class Soniq:
         *,
         name: str | None = None,
         queue: str = "default",
-        max_retries: int = 3,
+        max_retries: int | None = None,
         priority: int = 100,
         timeout: float | None = None,
+        retries: int | None = None,
+        retry_delay: float | Sequence[float] | None = None,
+        retry_backoff: bool | None = None,
+        retry_max_delay: float | None = None,
+        retry_jitter: bool | None = None,
+        unique: bool | None = None,
+        args_model: type[Any] | None = None,
+        validate: type[Any] | None = None,
     ) -> Callable[[F], F]: ...
 
     def job(
@@ -147,16 +174,47 @@ class Soniq:
         *,
         name: str | None = None,
         queue: str = "default",
-        max_retries: int = 3,
+        max_retries: int | None = None,
         priority: int = 100,
         timeout: float | None = None,
+        retries: int | None = None,
+        retry_delay: float | Sequence[float] | None = None,
+        retry_backoff: bool | None = None,
+        retry_max_delay: float | None = None,
+        retry_jitter: bool | None = None,
+        unique: bool | None = None,
+        args_model: type[Any] | None = None,
+        validate: type[Any] | None = None,
     ) -> F | Callable[[F], F]:
-        """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool)."""
+        """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool).
+
+        `retries` is another name for `max_retries` (0.1.0's); `validate` for `args_model`. The
+        function gains ``fn.enqueue(**kwargs)`` and ``fn.options(queue=..., ...).enqueue(**kwargs)``.
+        """
+        # -- compat-jobs (issue 12): 0.1.0's decorator options --
+        if retries is not None and max_retries is not None:
+            raise JobOptionsError("pass either retries or max_retries (the same option under two names), not both")
+        if args_model is not None and validate is not None:
+            raise JobOptionsError("pass either args_model or validate (the same option under two names), not both")
+        budget = retries if retries is not None else (max_retries if max_retries is not None else 3)
+        extra: dict[str, Any] = {
+            "retry_delay": retry_delay,
+            "retry_backoff": retry_backoff,
+            "retry_max_delay": retry_max_delay,
+            "retry_jitter": retry_jitter,
+            "unique": unique,
+            "args_model": args_model if args_model is not None else validate,
+            "args_model_option": "validate" if validate is not None else "args_model",
+        }
+        # -- end compat-jobs --
 
         def register(fn: F) -> F:
             check_queue_name(queue, what="job queue")
             check_priority(priority)
-            self.registry.add(fn, name=name, queue=queue, max_retries=max_retries, priority=priority, timeout=timeout)
+            self.registry.add(
+                fn, name=name, queue=queue, max_retries=budget, priority=priority, timeout=timeout, extra=extra
+            )
+            add_enqueue_helpers(self, fn)
             return fn
 
         if func is not None:
@@ -194,9 +252,9 @@ class Soniq:
     @property
     def bus(self) -> ObservationBus:
         """The observers and the metrics sink as one bus, rebuilt only when either changed."""
-        key = (tuple(self.observers), self.metrics)
+        key = (tuple(self.observers) + self._hook_listeners, self.metrics)
         if self._bus is None or self._bus_key != key:
-            self._bus = ObservationBus(self.observers, self.metrics)
+            self._bus = ObservationBus(key[0], self.metrics)
             self._bus_key = key
         return self._bus
 
@@ -302,6 +360,9 @@ class Soniq:
         queue: str | None,
         priority: int | None,
         scheduled_at: ScheduleAt,
+        unique: bool | None = None,
+        dedup_key: str | None = None,
+        producer_id: str | None = None,
     ) -> list[NewJob]:
         """Validate and build rows; everything shared by the batch is worked out once."""
         if queue is not None:
@@ -312,6 +373,8 @@ class Soniq:
         name = definition.name
         target_queue = queue or definition.queue
         target_priority = definition.priority if priority is None else priority
+        # `unique` on the call wins; otherwise the job's own default (the decorator's `unique=`).
+        wants_unique = bool(getattr(definition, "unique", False)) if unique is None else unique
         limit = self.settings.max_args_bytes
         ids = new_job_ids(len(kwargs_list))
         jobs = []
@@ -319,6 +382,7 @@ class Soniq:
             if not isinstance(kwargs, Mapping):
                 raise TypeError(f"enqueue_many item {index} must be a dict of keyword arguments, got {kwargs!r}")
             checked, encoded = encode_args(name, kwargs, max_bytes=limit)
+            definition.bind_arguments(kwargs)  # compat-jobs: a wrong name fails here, before anything is stored
             jobs.append(
                 NewJob(
                     id=ids[index],
@@ -329,6 +393,8 @@ class Soniq:
                     priority=target_priority,
                     scheduled_at=when,
                     max_attempts=definition.max_attempts,
+                    dedup_key=resolve_dedup_key(name, checked, unique=wants_unique, dedup_key=dedup_key),
+                    producer_id=producer_id,
                 )
             )
         return jobs
@@ -361,12 +427,17 @@ class Soniq:
         scheduled_at: ScheduleAt = None,
         connection: Any = None,
         args: Mapping[str, Any] | None = None,
+        unique: bool | None = None,
+        dedup_key: str | None = None,
         **kwargs: Any,
     ) -> str:
         """Queue one run of a registered job with keyword arguments; returns its id.
 
         `args=` passes the arguments as a mapping (for names such as ``queue``).
-        With `connection=`, the insert joins that open transaction.
+        With `connection=`, the insert joins that open transaction. With
+        `unique=True` (key: job name plus arguments) or `dedup_key=`, a job
+        whose key a queued job already holds is not stored again: the queued
+        job's id is returned instead.
         """
         if args is not None and kwargs:
             raise TypeError("pass job arguments either as keywords or as args={...}, not both")
@@ -378,9 +449,11 @@ class Soniq:
             queue=queue,
             priority=priority,
             scheduled_at=scheduled_at,
+            unique=unique,
+            dedup_key=dedup_key,
         )
-        await self._insert(self._announce([job]), connection)
-        return job.id
+        (stored,) = await self._insert(self._announce([job]), connection)
+        return stored
 
     async def enqueue_many(
         self,
@@ -392,14 +465,21 @@ class Soniq:
         priority: int | None = None,
         scheduled_at: ScheduleAt = None,
         connection: Any = None,
+        unique: bool | None = None,
     ) -> list[str]:
-        """Queue many runs of one job in one insert (all or none); returns their ids in order."""
+        """Queue many runs of one job in one insert (all or none); returns their ids in order.
+
+        With `unique=True`, items whose arguments repeat an earlier item (or a queued job) get
+        that job's id; their positions in the returned list say so.
+        """
         definition = self._definition(fn_or_name)
         self._check_connection(connection)
-        jobs = self._new_jobs(definition, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at)
-        if jobs:
-            await self._insert(self._announce(jobs), connection)
-        return [job.id for job in jobs]
+        jobs = self._new_jobs(
+            definition, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at, unique=unique
+        )
+        if not jobs:
+            return []
+        return await self._insert(self._announce(jobs), connection)
 
     def enqueue_sync(
         self,
@@ -410,6 +490,8 @@ class Soniq:
         priority: int | None = None,
         scheduled_at: ScheduleAt = None,
         args: Mapping[str, Any] | None = None,
+        unique: bool | None = None,
+        dedup_key: str | None = None,
         **kwargs: Any,
     ) -> str:
         """`enqueue` for synchronous code, from any thread that is not running an event loop.
@@ -418,7 +500,14 @@ class Soniq:
         at exit). Transactional enqueue needs the caller's loop, so `connection=` is async only.
         """
         coroutine = self.enqueue(
-            fn_or_name, queue=queue, priority=priority, scheduled_at=scheduled_at, args=args, **kwargs
+            fn_or_name,
+            queue=queue,
+            priority=priority,
+            scheduled_at=scheduled_at,
+            args=args,
+            unique=unique,
+            dedup_key=dedup_key,
+            **kwargs,
         )
         return self._sync.run(coroutine, what="enqueue")
 
@@ -446,18 +535,23 @@ class Soniq:
         """Stop the `enqueue_sync` thread and close its backend (what `close()` does for that part)."""
         self._sync.close()
 
-    async def _insert(self, jobs: list[NewJob], connection: Any) -> None:
+    async def _insert(self, jobs: list[NewJob], connection: Any) -> list[str]:
+        """Store the jobs; returns the stored id of each, in order (see `collapse_duplicates`)."""
         backend = await self.connected_backend()
         bus = self.bus
+        unique_jobs, positions = collapse_duplicates(jobs)
         error: BaseException | None = None
+        stored: list[str] | None = None
         try:
-            await backend.enqueue_jobs(EnqueueJobsParams(jobs=jobs, connection=connection))
+            stored = await backend.enqueue_jobs(EnqueueJobsParams(jobs=unique_jobs, connection=connection))
         except BaseException as exc:
             error = exc
             raise
         finally:
-            for job in jobs if bus.wants("on_enqueue_end") else ():
+            for job in unique_jobs if bus.wants("on_enqueue_end") else ():
                 bus.enqueue_end(EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue), error)
+        ids = [job.id for job in unique_jobs] if stored is None else list(stored)
+        return [ids[position] for position in positions]
 
     # -- reading and managing jobs ------------------------------------------
 
@@ -512,6 +606,45 @@ class Soniq:
             backend, self.bus, heartbeat_timeout=self.settings.heartbeat_timeout, policy=self.settings.stale_job_policy
         )
 
+    # -- compat-jobs (issue 12): hooks, middleware and schedule, as in soniq 0.1.0 ------
+
+    def before_job(self, fn: H) -> H:
+        """``fn(job_name, job_id, attempt)`` before each run's handler (sync or async; a failure is logged)."""
+        return self._add_hook("before_job", fn)
+
+    def after_job(self, fn: H) -> H:
+        """``fn(job_name, job_id, duration_ms)`` after each run that succeeded."""
+        return self._add_hook("after_job", fn)
+
+    def on_error(self, fn: H) -> H:
+        """``fn(job_name, job_id, error, attempt)`` after each run that failed (retried or dead-lettered)."""
+        return self._add_hook("on_error", fn)
+
+    def _add_hook(self, kind: str, fn: H) -> H:
+        check_hook(kind, fn)
+        self.hooks[kind].append(fn)
+        self._hook_listeners = tuple(
+            hook_listeners(self.hooks["before_job"], self.hooks["after_job"], self.hooks["on_error"])
+        )
+        return fn
+
+    def middleware(self, fn: H) -> H:
+        """``async def mw(ctx, call_next)`` around every handler call; the first registered is outermost.
+        It returns (or changes) what ``await call_next(ctx)`` returns, and may catch what it raises."""
+        check_middleware(fn)
+        self.middleware_chain.append(fn)
+        return fn
+
+    async def schedule(self, fn_or_name: Callable[..., Any] | str, run_at: ScheduleAt, /, **options: Any) -> str:
+        """`enqueue` with ``scheduled_at=run_at`` (a datetime, a timedelta or seconds from now)."""
+        if run_at is None:
+            raise JobOptionsError("schedule() needs run_at: a datetime, a timedelta or a number of seconds from now")
+        if "scheduled_at" in options:
+            raise TypeError("schedule() takes the time as run_at; do not pass scheduled_at as well")
+        return await self.enqueue(fn_or_name, scheduled_at=run_at, **options)
+
+    # -- end compat-jobs --
+
     # -- the worker --------------------------------------------------------------
 
     def worker(
@@ -555,6 +688,23 @@ class Soniq:
         return list(cls._instances)
 
 
+def collapse_duplicates(jobs: list[NewJob]) -> tuple[list[NewJob], list[int]]:
+    """The jobs to send (a later job repeating an earlier one's `dedup_key` is dropped) and,
+    for each given job, the index of the sent job whose id it gets."""
+    sent: list[NewJob] = []
+    by_key: dict[str, int] = {}
+    positions: list[int] = []
+    for job in jobs:
+        if job.dedup_key is not None and job.dedup_key in by_key:
+            positions.append(by_key[job.dedup_key])
+            continue
+        if job.dedup_key is not None:
+            by_key[job.dedup_key] = len(sent)
+        positions.append(len(sent))
+        sent.append(job)
+    return sent, positions
+
+
 def job_dict(row: JobRecord, *, with_result: bool = True) -> dict[str, Any]:
     """A job row as the producer API returns it.
 
@@ -567,3 +717,63 @@ def job_dict(row: JobRecord, *, with_result: bool = True) -> dict[str, Any]:
         data["result"] = None
     data["error_from_earlier_attempt"] = row.status is JobStatus.DONE and row.last_error is not None
     return data
+
+
+# -- compat-jobs (issue 12): fn.enqueue(...) and fn.options(...).enqueue(...) --
+
+
+class BoundEnqueue:
+    """What ``fn.options(...)`` returns: `enqueue` (and `enqueue_sync`) with those options fixed."""
+
+    __slots__ = ("_app", "_fn", "_options")
+
+    def __init__(self, app: Soniq, fn: Callable[..., Any], options: Mapping[str, Any]) -> None:
+        self._app = app
+        self._fn = fn
+        self._options = dict(options)
+
+    async def enqueue(self, *args: Any, **kwargs: Any) -> str:
+        _keywords_only(self._fn, args)
+        return await self._app.enqueue(self._fn, **self._options, args=kwargs)
+
+    def enqueue_sync(self, *args: Any, **kwargs: Any) -> str:
+        _keywords_only(self._fn, args)
+        return self._app.enqueue_sync(self._fn, **self._options, args=kwargs)
+
+
+def _keywords_only(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    if args:
+        raise TypeError(
+            f"{getattr(fn, '__name__', fn)}.enqueue() takes the job's arguments as keywords only; "
+            f"got {len(args)} positional argument(s)"
+        )
+
+
+def add_enqueue_helpers(app: Soniq, fn: Callable[..., Any]) -> None:
+    """Give a registered function `enqueue` and `options` (never over an attribute it already has)."""
+
+    def options(
+        *,
+        queue: str | None = None,
+        priority: int | None = None,
+        scheduled_at: ScheduleAt = None,
+        unique: bool | None = None,
+        dedup_key: str | None = None,
+        connection: Any = None,
+    ) -> BoundEnqueue:
+        chosen: dict[str, Any] = {"queue": queue, "priority": priority, "scheduled_at": scheduled_at}
+        # Passed on only when given, so the enqueue signature decides what they mean.
+        for key, value in (("unique", unique), ("dedup_key", dedup_key), ("connection", connection)):
+            if value is not None:
+                chosen[key] = value
+        return BoundEnqueue(app, fn, chosen)
+
+    for attribute, value in (("enqueue", BoundEnqueue(app, fn, {}).enqueue), ("options", options)):
+        if not hasattr(fn, attribute):
+            try:
+                setattr(fn, attribute, value)
+            except (AttributeError, TypeError):  # a builtin or a slotted callable: no helpers, enqueue still works
+                return
+
+
+# -- end compat-jobs --

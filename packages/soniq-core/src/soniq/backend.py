@@ -33,43 +33,61 @@ from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 from soniq.params import (
+    AcquireLeaseParams,
     CancelJobParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
     DeadLetterPageParams,
+    DeadLetterStatsParams,
+    DeleteDeadLettersParams,
+    DeleteJobParams,
+    DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
+    GetLeaseParams,
+    GetScheduleParams,
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
     JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
+    ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
     PrepareWorkerParams,
+    PruneDeadLettersParams,
+    PruneJobsParams,
     PurgeDeadLetterParams,
     QueueStatsParams,
     RegisterWorkerParams,
+    ReleaseLeaseParams,
+    RemoveScheduleParams,
     ReplayDeadLetterParams,
     RescueJobsParams,
     RetryJobParams,
+    SetSchedulePausedParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    UpsertScheduleParams,
     WaitForJobsParams,
 )
 from soniq.records import (
     ActivityBucket,
     DeadLetterPage,
     DeadLetterRecord,
+    DeadLetterStats,
     JobPage,
     JobRecord,
+    LeaseRecord,
     QueueCounts,
     QueueStats,
+    ScheduleRecord,
     StaleScan,
     WorkerRecord,
 )
@@ -129,13 +147,23 @@ class Backend(Protocol):
 
     # -- producers ---------------------------------------------------------
 
-    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
         """Insert every job as `queued` with `attempts = 0`, all or none.
 
         With `connection`, the insert runs on that driver connection inside the
         caller's transaction (only when `capabilities.transactional_enqueue`):
         nothing is committed by the backend, and a rollback means the jobs never
-        existed. Wakes waiting workers (on commit, when in a transaction)."""
+        existed. Wakes waiting workers (on commit, when in a transaction).
+
+        Deduplication (issue 12): a job with a `dedup_key` that a `queued` row
+        already holds is not inserted; its place in the returned list is that
+        row's id. The store enforces it atomically (a unique index, a script),
+        so producers racing on one key, in any number of processes, store
+        exactly one row and all get its id. A claim releases the key (the row's
+        `dedup_key` becomes None); cancel and dead-letter release it too. Core
+        never sends two jobs with the same key in one call. Stores `producer_id`.
+        Returns the stored id of every job, in order; None means every job was
+        inserted under its own id (what a backend without deduplication returns)."""
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         """The row, or None when no `soniq_jobs` row has that id."""
@@ -172,7 +200,8 @@ class Backend(Protocol):
         """For each ``JobResult`` this worker still owns: ``status = 'done'``, store
         the JSON `result`, ``worker_id = NULL``. Each row fenced on its own, in one
         round trip; a row the worker lost is skipped, never the batch. Returns
-        the ids actually written."""
+        the ids actually written. A result with `delete_row` (``result_ttl = 0``)
+        deletes its row instead, under the same fence, and counts as written."""
 
     async def retry_job(self, params: RetryJobParams, /) -> bool:
         """A failed run: ``attempts += 1``, ``last_error = error``, back to `queued`
@@ -272,13 +301,30 @@ class Backend(Protocol):
 
     async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
         """In one transaction insert a fresh `queued` row with id `new_job_id`
-        (same name, args, queue, priority and `max_attempts`, ``attempts = 0``)
+        (same name and args; queue, priority and `max_attempts` from the params where
+        given, else the dead-letter row's; ``attempts = params.attempts``, 0 by default)
         and on the dead-letter row ``resurrection_count += 1`` and
         ``last_resurrection_at = now``. The dead-letter row stays for the
         record. Returns the new id, or None when there is no such row."""
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         """Delete the dead-letter row. False when there was none."""
+
+    # -- issue 12 (compat-store) additions ------------------------------------
+    #
+    # `list_dead_letter` also honours `ListDeadLetterParams.filter`.
+
+    async def delete_job(self, params: DeleteJobParams, /) -> bool:
+        """Delete the `soniq_jobs` row whatever its status. False when there was none.
+        A worker still running it then finds its fenced writes apply to nothing."""
+
+    async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
+        """Delete at most `limit` dead-letter rows matching `filter`, oldest
+        `moved_to_dead_letter_at` first, in one short statement or script; returns
+        their ids. Core repeats the call until it returns fewer than `limit`."""
+
+    async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
+        """Counts over the dead-letter rows matching `filter` (None: all), in one read."""
 
     # -- dashboard reads (protocol 2 additions) -----------------------------
     #
@@ -314,3 +360,62 @@ class Backend(Protocol):
     async def queue_names(self) -> list[str]:
         """Every distinct queue of a job or dead-letter row, sorted. Reads no more than
         one index probe per queue where the store has an index on `queue`."""
+
+    # -- schedules, leader lease, pruning (issue 14) -------------------------
+    #
+    # The store keeps schedules and the lease and enforces exactly-once firing and
+    # lease exclusivity; core parses cron, computes every `next_run` and decides
+    # catch-up. Each write below is atomic on its own.
+
+    async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
+        """Insert the schedule, or replace the definition stored under its name, and
+        return the row as stored. See `UpsertScheduleParams` for what a replace keeps."""
+
+    async def get_schedule(self, params: GetScheduleParams, /) -> ScheduleRecord | None:
+        """The schedule, or None when no row has that name."""
+
+    async def list_schedules(self, params: ListSchedulesParams, /) -> list[ScheduleRecord]:
+        """Every schedule (or only `names`), in name order."""
+
+    async def set_schedule_paused(self, params: SetSchedulePausedParams, /) -> bool:
+        """Write `paused` (and `next_run` when given). False when there is no such schedule."""
+
+    async def remove_schedule(self, params: RemoveScheduleParams, /) -> bool:
+        """Delete the schedule. False when there was none. Jobs it enqueued stay."""
+
+    async def due_schedules(self, params: DueSchedulesParams, /) -> list[ScheduleRecord]:
+        """Up to `limit` schedules that are not paused and whose ``next_run <= now``,
+        earliest `next_run` first. Reads only; claiming a due time is `fire_schedule`."""
+
+    async def fire_schedule(self, params: FireScheduleParams, /) -> list[str] | None:
+        """In one transaction: only while the schedule exists, is not paused and has
+        ``next_run = expected_next_run``, set ``next_run = new_next_run``, insert every
+        job of `jobs` as `queued` (as `enqueue_jobs`), ``run_count += len(jobs)`` and,
+        when `jobs` is not empty, ``last_run = fired_at`` and ``last_job_id`` = the last
+        job's id. Returns the inserted ids (empty for an advance without runs), or None
+        with nothing written when the fence failed. However many callers race on one
+        due time, in any number of processes, exactly one of them gets a non-None."""
+
+    async def acquire_lease(self, params: AcquireLeaseParams, /) -> LeaseRecord | None:
+        """Take the lease `name` when it is free or expired (``acquired_at = renewed_at =
+        now``), or renew it when `holder` holds it (``renewed_at = now``), with
+        ``expires_at = now + ttl``; `now` is the store's clock. Atomic: at any instant at
+        most one holder has an unexpired lease. None (nothing written) when another
+        holder's lease has not expired."""
+
+    async def release_lease(self, params: ReleaseLeaseParams, /) -> bool:
+        """Free the lease when `holder` holds it (expired or not). False otherwise."""
+
+    async def get_lease(self, params: GetLeaseParams, /) -> LeaseRecord | None:
+        """The unexpired lease `name` by the store's clock, or None when it is free."""
+
+    async def prune_jobs(self, params: PruneJobsParams, /) -> int:
+        """Delete at most `limit` `done` or `cancelled` rows whose ``expires_at <= now``;
+        never a `queued` or `processing` row, whatever its `expires_at`. One short
+        statement (or transaction) per call that skips rows locked by others, so it
+        never blocks a claim. Returns how many rows it deleted; call again while it
+        returns `limit`."""
+
+    async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
+        """Delete at most `limit` dead-letter rows with ``moved_to_dead_letter_at < before``.
+        Returns how many it deleted."""

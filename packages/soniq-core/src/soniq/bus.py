@@ -9,8 +9,9 @@ listener, through `MetricsAdapter`, so the worker reports each event once.
 
 from __future__ import annotations
 
+import contextvars
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from soniq.metrics import MetricsSink, NullMetricsSink, safe_call
@@ -149,6 +150,10 @@ class ObservationBus:
         # The two hooks called for every job are bound once, so their fan-out is a plain loop.
         self._job_start_calls = _bound(self._hooks["on_job_start"], "on_job_start")
         self._job_end_calls = _bound(self._hooks["on_job_end"], "on_job_end")
+        # -- compat-jobs (issue 12): listeners that leave awaitables (async app hooks) --
+        self.defers = any(getattr(listener, "defers_awaitables", False) for listener in listeners)
+        """Some listener may `defer` coroutines: the worker then awaits `run_deferred` in the job's task."""
+        # -- end compat-jobs --
 
     def wants(self, hook: str) -> bool:
         return bool(self._hooks[hook])
@@ -203,3 +208,35 @@ class ObservationBus:
 
     def enqueue_end(self, event: EnqueueEvent, error: BaseException | None) -> None:
         self._fan_out("on_enqueue_end", event, error)
+
+
+# -- compat-jobs (issue 12): awaiting what async listeners leave behind --
+
+_deferred: contextvars.ContextVar[list[Awaitable[Any]] | None] = contextvars.ContextVar(
+    "soniq_bus_deferred", default=None
+)
+_logger = logging.getLogger("soniq.bus")
+
+
+def defer(awaitable: Awaitable[Any]) -> None:
+    """From a listener (declaring ``defers_awaitables = True``): have the current job's task await
+    `awaitable` at its next `run_deferred`, before the handler starts or after the run's end."""
+    pending = _deferred.get()
+    if pending is None:
+        pending = []
+        _deferred.set(pending)
+    pending.append(awaitable)
+
+
+async def run_deferred() -> None:
+    """Await, in order, what listeners deferred in this task; a failure is logged and ignored."""
+    pending = _deferred.get()
+    while pending:
+        awaitable = pending.pop(0)
+        try:
+            await awaitable
+        except Exception:
+            _logger.exception("a deferred listener call raised; ignoring")
+
+
+# -- end compat-jobs --

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+from soniq.snooze import Snooze as Snooze  # defined in soniq.snooze; importable from here as before
 
 
 class SoniqError(Exception):
@@ -52,22 +52,6 @@ SNOOZE_MAX_SECONDS = 30 * 86400.0
 
 class NoJobsRegisteredError(SoniqError, RuntimeError):
     """A worker was started with no job registered (pass `allow_no_jobs=True` to start one anyway)."""
-
-
-class Snooze(Exception):  # noqa: N818 - raised by handlers, reads as an instruction
-    """Raise from a handler to run the job again later without spending an attempt.
-
-    The delay must be a finite number of seconds >= 0; a longer one than
-    `snooze_max_seconds` (default 30 days) is cut down to it.
-    """
-
-    def __init__(self, seconds: float) -> None:
-        value = float(seconds)
-        # NaN fails every comparison, so it is rejected by name rather than by `< 0`.
-        if math.isnan(value) or math.isinf(value) or value < 0:
-            raise ValueError(f"Snooze seconds must be a finite number >= 0, got {seconds!r}")
-        self.seconds = value
-        super().__init__(f"snoozed for {self.seconds:g}s")
 
 
 class Permanent(SoniqError):  # noqa: N818 - raised by handlers, reads as an instruction

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -77,6 +77,10 @@ class MarkStartedParams:
 class JobResult:
     job_id: str
     result: Any
+    expires_at: datetime | None = None
+    """Stored on the row as `expires_at`: when `prune_jobs` may delete it (None: never)."""
+    delete_row: bool = False
+    """`result_ttl = 0` (issue 12): delete the row, fenced as a completion, instead of storing it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +220,8 @@ class ListDeadLetterParams:
     queue: str | None = None
     limit: int = 100
     offset: int = 0
+    filter: DeadLetterFilter | None = None
+    """Only rows matching it too (issue 12); None: every row (of `queue`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +234,12 @@ class ReplayDeadLetterParams:
     job_id: str
     new_job_id: str
     scheduled_at: datetime
+    # -- issue 12 (compat-store): overrides; None keeps the dead-letter row's value --
+    queue: str | None = None
+    priority: int | None = None
+    max_attempts: int | None = None
+    attempts: int = 0
+    """The new row's `attempts` (core passes the dead row's count when not resetting)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,3 +297,145 @@ class DeadLetterPageParams:
     """As on `JobPageParams`: the original job id, or a `job_name` prefix."""
     before: JobCursor | None = None
     limit: int = 50
+
+
+# -- issue 12 (compat-store): deleting jobs, dead-letter filters and bulk ops -----
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteJobParams:
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterFilter:
+    """Which dead-letter rows an operation applies to; every given field must match."""
+
+    job_names: Sequence[str] | None = None
+    queues: Sequence[str] | None = None
+    reasons: Sequence[str] | None = None
+    moved_from: datetime | None = None
+    """``moved_to_dead_letter_at >= moved_from``."""
+    moved_to: datetime | None = None
+    """``moved_to_dead_letter_at <= moved_to``."""
+    resurrected: bool | None = None
+    """True: only rows replayed at least once; False: only never-replayed rows."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteDeadLettersParams:
+    filter: DeadLetterFilter
+    limit: int = 1000
+    """At most this many rows per call, oldest `moved_to_dead_letter_at` first."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterStatsParams:
+    filter: DeadLetterFilter | None = None
+
+
+# -- schedules, leader lease, pruning (issue 14) -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UpsertScheduleParams:
+    """A schedule's definition, inserted or replacing the one stored under `name`.
+
+    `next_run` is computed by core. On replace, the stored `next_run` is kept
+    when `cron`, `every_seconds` and `timezone` are unchanged (so re-declaring
+    a schedule as each worker starts loses no due run), unless `reset_next_run`.
+    `last_run`, `run_count`, `last_job_id` and `created_at` always survive.
+    """
+
+    name: str
+    job_name: str
+    next_run: datetime
+    cron: str | None = None
+    every_seconds: float | None = None
+    timezone: str = "UTC"
+    queue: str = "default"
+    priority: int = 100
+    max_attempts: int = 3
+    args: Mapping[str, Any] = field(default_factory=dict)
+    catch_up: str = "skip"
+    catch_up_limit: int = 1
+    paused: bool | None = None
+    """None keeps the stored value (False for a new schedule)."""
+    reset_next_run: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GetScheduleParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ListSchedulesParams:
+    names: Sequence[str] | None = None
+    """Only these names (None: every schedule)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetSchedulePausedParams:
+    name: str
+    paused: bool
+    next_run: datetime | None = None
+    """Also store this `next_run` (core passes one when resuming); None keeps it."""
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveScheduleParams:
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class DueSchedulesParams:
+    now: datetime | None = None
+    """Due means ``next_run <= now``; None: the store's clock."""
+    limit: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FireScheduleParams:
+    """Advance one schedule and enqueue its runs, fenced on the `next_run` core read."""
+
+    name: str
+    expected_next_run: datetime
+    new_next_run: datetime
+    jobs: Sequence[NewJob]
+    """Inserted as `enqueue_jobs` would; empty to advance without a run (`skip`)."""
+    fired_at: datetime
+    """Stored as `last_run` when `jobs` is not empty."""
+
+
+@dataclass(frozen=True, slots=True)
+class AcquireLeaseParams:
+    holder: str
+    ttl: float
+    """Seconds, on the store's clock, until the lease lapses unless renewed."""
+    name: str = "leader"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseLeaseParams:
+    holder: str
+    name: str = "leader"
+
+
+@dataclass(frozen=True, slots=True)
+class GetLeaseParams:
+    name: str = "leader"
+
+
+@dataclass(frozen=True, slots=True)
+class PruneJobsParams:
+    now: datetime | None = None
+    """Rows with ``expires_at <= now`` go; None: the store's clock."""
+    limit: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class PruneDeadLettersParams:
+    before: datetime
+    """Dead-letter rows moved strictly before this go."""
+    limit: int = 1000

@@ -50,6 +50,10 @@ class DeadLetterReason(str, enum.Enum):
     """The row's stored arguments or result could not be decoded."""
     STUCK = "stuck"
     """The handler would not stop after cancellation, or kept running past its deadline."""
+    # -- compat-jobs (issue 12) --
+    INVALID_ARGUMENTS = "invalid_arguments"
+    """The stored arguments failed the job's `args_model` in the worker."""
+    # -- end compat-jobs --
 
 
 QUEUE_STATS_KEYS: tuple[str, ...] = (
@@ -76,6 +80,12 @@ class NewJob:
     trace_context: Mapping[str, str] | None = None
     args_json: str | None = None
     """`args` as compact JSON text, when core already encoded it; a backend may store it as is."""
+    # -- issue 12 (compat-store): deduplication and the producer -------------
+    dedup_key: str | None = None
+    """While a `queued` row holds this key, enqueueing another job with it stores nothing
+    and returns that row's id (see `Backend.enqueue_jobs`). None: no deduplication."""
+    producer_id: str | None = None
+    """Who enqueued the job (a service name), stored as is; None when not given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +116,12 @@ class JobRecord:
     decode_error: str | None = None
     """Set by the backend, instead of raising, when the stored args or result could not be
     decoded (then `args` is empty and/or `result` None); core dead-letters such a row."""
+    expires_at: datetime | None = None
+    """When a finished row may be pruned (issue 14); None: kept until deleted by hand."""
+    # -- issue 12 (compat-store) ---------------------------------------------
+    dedup_key: str | None = None
+    """The key the row holds while `queued`; a claim releases it (then None)."""
+    producer_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -253,3 +269,84 @@ class JobPage:
 class DeadLetterPage:
     rows: list[DeadLetterRecord]
     next_cursor: JobCursor | None
+
+
+# -- issue 12 (compat-store): dead-letter statistics -----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetterStats:
+    """Counts over the dead-letter rows a `DeadLetterFilter` matches."""
+
+    total: int = 0
+    by_job_name: Mapping[str, int] = field(default_factory=dict)
+    by_queue: Mapping[str, int] = field(default_factory=dict)
+    by_reason: Mapping[str, int] = field(default_factory=dict)
+    resurrected: int = 0
+    """Rows replayed at least once (`resurrection_count > 0`)."""
+    oldest_moved_at: datetime | None = None
+    newest_moved_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "total": self.total,
+            "by_job_name": dict(sorted(self.by_job_name.items())),
+            "by_queue": dict(sorted(self.by_queue.items())),
+            "by_reason": dict(sorted(self.by_reason.items())),
+            "resurrected": self.resurrected,
+            "oldest_moved_at": self.oldest_moved_at,
+            "newest_moved_at": self.newest_moved_at,
+        }
+
+
+# -- schedules, leader lease, pruning (issue 14) -------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleRecord:
+    """One `soniq_schedules` row: a recurring job's definition and its firing state.
+
+    The store keeps the timing fields (`cron`, `every_seconds`, `timezone`,
+    `catch_up`, `catch_up_limit`) as given and never interprets them; core
+    computes every `next_run`.
+    """
+
+    name: str
+    job_name: str
+    queue: str
+    priority: int
+    max_attempts: int
+    args: Mapping[str, Any]
+    cron: str | None
+    every_seconds: float | None
+    timezone: str
+    catch_up: str
+    """`skip`, `latest` or `all` (core's policy names)."""
+    catch_up_limit: int
+    paused: bool
+    next_run: datetime
+    last_run: datetime | None
+    run_count: int
+    last_job_id: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["args"] = dict(self.args)
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseRecord:
+    """A held lease (one `soniq_leader` row), timestamps on the store's clock."""
+
+    name: str
+    holder: str
+    acquired_at: datetime
+    """When `holder` took the lease (renewals keep it)."""
+    renewed_at: datetime
+    expires_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

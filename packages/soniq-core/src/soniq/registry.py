@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
-from dataclasses import dataclass
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from soniq.errors import UnknownJobError
+from soniq.context import context_parameter
+from soniq.errors import Permanent, UnknownJobError
 from soniq.outcomes import HandlerKind
 from soniq.validation import JobOptionsError
 
@@ -21,6 +23,71 @@ class JobDefinition:
     priority: int
     timeout: float | None
     is_async: bool
+    # -- compat-jobs (issue 12): 0.1.0's decorator options --
+    retry_delay: float | tuple[float, ...] | None = None
+    retry_backoff: bool = False
+    retry_max_delay: float | None = None
+    retry_jitter: bool = True
+    retry_options_set: bool = False
+    """The job set one of the retry options above: they choose its delays instead of the settings' backoff."""
+    args_model: type[Any] | None = None
+    """A pydantic model the arguments are checked against at enqueue and again in the worker."""
+    unique: bool = False
+    context_param: str | None = None
+    """The handler parameter annotated `JobContext`, which the worker fills in."""
+    call_signature: inspect.Signature | None = field(default=None, compare=False)
+    """The handler's signature without the `JobContext` parameter: enqueue binds arguments against it."""
+
+    @property
+    def plain(self) -> bool:
+        """Nothing to do around the call: no model to check, no context to inject."""
+        return self.args_model is None and self.context_param is None
+
+    def job_meta(self) -> dict[str, Any]:
+        """The job's options under 0.1.0's names, as its `retry_policy.delay_for` received them."""
+        return {
+            "func": self.func,
+            "name": self.name,
+            "max_retries": self.max_retries,
+            "args_model": self.args_model,
+            "priority": self.priority,
+            "queue": self.queue,
+            "unique": self.unique,
+            "retry_delay": list(self.retry_delay) if isinstance(self.retry_delay, tuple) else self.retry_delay,
+            "retry_backoff": self.retry_backoff,
+            "retry_max_delay": self.retry_max_delay,
+            "retry_jitter": self.retry_jitter,
+            "timeout": self.timeout,
+        }
+
+    def bind_arguments(self, kwargs: Mapping[str, Any]) -> None:
+        """Raise `JobOptionsError` when `kwargs` would not fit the handler (checked at enqueue):
+        against the job's `args_model` when it has one, else against the handler's signature."""
+        if self.args_model is not None:
+            try:
+                self.args_model(**kwargs)
+            except Exception as exc:
+                raise JobOptionsError(
+                    f"invalid arguments for job {self.name!r} (args_model {self.args_model.__name__}): {exc}"
+                ) from None
+            return
+        if self.call_signature is None:
+            return
+        parameters = self.call_signature.parameters
+        expected = ", ".join(parameters) or "no arguments"
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+            unknown = [key for key in kwargs if key not in parameters]
+            if unknown:
+                raise JobOptionsError(
+                    f"invalid arguments for job {self.name!r}: unexpected {', '.join(map(repr, unknown))} "
+                    f"(it takes: {expected})"
+                )
+        try:
+            self.call_signature.bind(**kwargs)
+        except TypeError as exc:
+            raise JobOptionsError(f"invalid arguments for job {self.name!r}: {exc} (it takes: {expected})") from None
+
+    # -- end compat-jobs --
 
     @property
     def max_attempts(self) -> int:
@@ -61,6 +128,7 @@ class JobRegistry:
         max_retries: int,
         priority: int,
         timeout: float | None,
+        extra: Mapping[str, Any] | None = None,
     ) -> JobDefinition:
         if not callable(func):
             raise TypeError(f"@app.job decorates a function, got {func!r}")
@@ -85,6 +153,7 @@ class JobRegistry:
             priority=priority,
             timeout=float(timeout) if timeout is not None else None,
             is_async=inspect.iscoroutinefunction(func),
+            **compat_fields(func, extra or {}),
         )
         self._jobs[job_name] = definition
         return definition
@@ -113,3 +182,86 @@ class JobRegistry:
 
     def __len__(self) -> int:
         return len(self._jobs)
+
+
+# -- compat-jobs (issue 12): checking 0.1.0's decorator options --
+
+_RETRY_OPTIONS = ("retry_delay", "retry_backoff", "retry_max_delay", "retry_jitter")
+
+
+def _seconds(option: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
+        raise JobOptionsError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
+    if value < 0:
+        raise JobOptionsError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
+
+
+class InvalidArgumentsError(Permanent):
+    """The stored arguments failed the job's `args_model` in the worker: the row is dead-lettered at once."""
+
+    dead_letter_reason = "invalid_arguments"
+
+
+def validated_arguments(definition: JobDefinition, args: Mapping[str, Any]) -> dict[str, Any]:
+    """`args` checked against the job's model, as the model dumps them (so coerced values reach the handler)."""
+    model = definition.args_model
+    if model is None:
+        return dict(args)
+    try:
+        checked: dict[str, Any] = model(**args).model_dump()
+    except Exception as exc:
+        raise InvalidArgumentsError(
+            f"the arguments of job {definition.name!r} do not match its args_model {model.__name__}: {exc}"
+        ) from exc
+    return checked
+
+
+def check_args_model(option: str, model: Any) -> type[Any]:
+    """A pydantic model class; pydantic is imported only here, when a job asks for one."""
+    try:
+        import pydantic
+    except ImportError:
+        raise JobOptionsError(
+            f"{option}= needs pydantic, which is not installed: pip install 'soniq-core[pydantic]'"
+        ) from None
+    if not (isinstance(model, type) and issubclass(model, pydantic.BaseModel)):
+        raise JobOptionsError(f"{option} must be a pydantic BaseModel subclass, got {model!r}")
+    return model
+
+
+def compat_fields(func: Callable[..., Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The `JobDefinition` fields from the 0.1.0 options in `extra`, checked (an error names the option)."""
+    fields: dict[str, Any] = {}
+    retry_delay = extra.get("retry_delay")
+    if retry_delay is not None:
+        if isinstance(retry_delay, (list, tuple)):
+            if not retry_delay:
+                raise JobOptionsError("retry_delay must be seconds or a non-empty list of seconds, got []")
+            fields["retry_delay"] = tuple(_seconds("retry_delay", item) for item in retry_delay)
+        else:
+            fields["retry_delay"] = _seconds("retry_delay", retry_delay)
+    for flag in ("retry_backoff", "retry_jitter", "unique"):
+        value = extra.get(flag)
+        if value is not None:
+            if not isinstance(value, bool):
+                raise JobOptionsError(f"{flag} must be True or False, got {value!r}")
+            fields[flag] = value
+    if extra.get("retry_max_delay") is not None:
+        fields["retry_max_delay"] = _seconds("retry_max_delay", extra["retry_max_delay"])
+    fields["retry_options_set"] = any(extra.get(option) is not None for option in _RETRY_OPTIONS)
+    model = extra.get("args_model")
+    if model is not None:
+        fields["args_model"] = check_args_model(extra.get("args_model_option", "args_model"), model)
+    fields["context_param"] = context_parameter(func)
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        kept = [p for n, p in signature.parameters.items() if n != fields["context_param"]]
+        fields["call_signature"] = signature.replace(parameters=kept)
+    return fields
+
+
+# -- end compat-jobs --

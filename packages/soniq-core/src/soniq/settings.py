@@ -115,6 +115,10 @@ class Settings:
     allow_no_jobs: bool = False
     max_result_bytes: int = 1_048_576
     cancel_grace_seconds: float = 5.0
+    # -- compat-jobs (issue 12): the job API of soniq 0.1.0 --
+    snooze_max_seconds: float = 30 * 86400.0
+    """The longest a `Snooze` puts a job off; a longer one is cut down to this (0.1.0 defaulted to a day)."""
+    # -- end compat-jobs --
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks and error trackers: never with the database password.
@@ -295,4 +299,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "allow_no_jobs": _parse_bool,
     "max_result_bytes": _at_least(1),
     "cancel_grace_seconds": _non_negative,
+    # -- compat-jobs (issue 12) --
+    "snooze_max_seconds": _positive,
+    # -- end compat-jobs --
 }

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -18,33 +19,49 @@ from typing import Any
 from soniq.backend import BackendCapabilities
 from soniq.errors import InvalidURLError, SoniqError
 from soniq.params import (
+    AcquireLeaseParams,
     CancelJobParams,
     ClaimJobsParams,
     CompleteJobsParams,
+    DeadLetterFilter,
     DeadLetterJobParams,
     DeadLetterPageParams,
+    DeadLetterStatsParams,
+    DeleteDeadLettersParams,
+    DeleteJobParams,
+    DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
+    GetLeaseParams,
+    GetScheduleParams,
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
     JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
+    ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
     PrepareWorkerParams,
+    PruneDeadLettersParams,
+    PruneJobsParams,
     PurgeDeadLetterParams,
     QueueStatsParams,
     RegisterWorkerParams,
+    ReleaseLeaseParams,
+    RemoveScheduleParams,
     ReplayDeadLetterParams,
     RescueJobsParams,
     RetryJobParams,
+    SetSchedulePausedParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    UpsertScheduleParams,
     WaitForJobsParams,
 )
 from soniq.records import (
@@ -52,18 +69,22 @@ from soniq.records import (
     DeadLetterPage,
     DeadLetterReason,
     DeadLetterRecord,
+    DeadLetterStats,
     JobPage,
     JobRecord,
     JobStatus,
+    LeaseRecord,
+    NewJob,
     QueueCounts,
     QueueStats,
+    ScheduleRecord,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_memory import reads
+from soniq_memory import reads, schedules
 from soniq_memory.recovery import apply_rescue, find_stale
-from soniq_memory.store import MemoryStore, json_copy, named_stores
+from soniq_memory.store import MemoryStore, export, json_copy, named_stores
 
 _CAPABILITIES = BackendCapabilities(
     push_wakeup=True,
@@ -84,6 +105,9 @@ def queued_row(
     max_attempts: int,
     now: datetime,
     trace_context: Mapping[str, str] | None = None,
+    dedup_key: str | None = None,
+    producer_id: str | None = None,
+    attempts: int = 0,
 ) -> JobRecord:
     """A fresh `queued` row that has never run (what enqueue and replay insert)."""
     return JobRecord(
@@ -91,7 +115,7 @@ def queued_row(
         job_name=job_name,
         args=json_copy(dict(args), what="job args"),
         status=JobStatus.QUEUED,
-        attempts=0,
+        attempts=attempts,
         max_attempts=max_attempts,
         queue=queue,
         priority=priority,
@@ -103,6 +127,21 @@ def queued_row(
         updated_at=now,
         started_at=None,
         trace_context=dict(trace_context) if trace_context is not None else None,
+        dedup_key=dedup_key,
+        producer_id=producer_id,
+    )
+
+
+def dead_letter_matches(wanted: DeadLetterFilter, row: DeadLetterRecord) -> bool:
+    """Whether a dead-letter row passes every field of the filter."""
+    moved = row.moved_to_dead_letter_at
+    return (
+        (wanted.job_names is None or row.job_name in wanted.job_names)
+        and (wanted.queues is None or row.queue in wanted.queues)
+        and (wanted.reasons is None or row.dead_letter_reason in wanted.reasons)
+        and (wanted.moved_from is None or moved >= wanted.moved_from)
+        and (wanted.moved_to is None or moved <= wanted.moved_to)
+        and (wanted.resurrected is None or (row.resurrection_count > 0) == wanted.resurrected)
     )
 
 
@@ -212,36 +251,52 @@ class MemoryBackend:
 
     # -- producers -------------------------------------------------------------
 
-    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
         if params.connection is not None:
             raise SoniqError("the memory backend has no transactional enqueue; pass connection=None")
+        with self._store.lock:
+            return self._insert_jobs(params.jobs)
+
+    def _insert_jobs(self, jobs: Sequence[NewJob]) -> list[str]:
+        """Insert every job as `queued`, all or none (the caller holds the lock); returns the stored
+        ids, a job whose `dedup_key` a queued row holds getting that row's id."""
         store = self._store
-        with store.lock:
-            now = store.now()
-            seen: set[str] = set()
-            rows: list[JobRecord] = []
-            # Build every row before writing any, so a bad job leaves the store untouched.
-            for job in params.jobs:
-                if job.id in seen or job.id in store.jobs:
-                    raise ValueError(f"a job with id {job.id!r} already exists")
-                seen.add(job.id)
-                rows.append(
-                    queued_row(
-                        id=job.id,
-                        job_name=job.job_name,
-                        args=job.args,
-                        queue=job.queue,
-                        priority=job.priority,
-                        scheduled_at=job.scheduled_at,
-                        max_attempts=job.max_attempts,
-                        now=now,
-                        trace_context=job.trace_context,
-                    )
+        now = store.now()
+        seen: set[str] = set()
+        rows: list[JobRecord] = []
+        stored_ids: list[str] = []
+        # Build every row before writing any, so a bad job leaves the store untouched.
+        for job in jobs:
+            if job.id in seen or job.id in store.jobs:
+                raise ValueError(f"a job with id {job.id!r} already exists")
+            holder = store.dedup_holder(job.dedup_key) if job.dedup_key is not None else None
+            if holder is not None:
+                stored_ids.append(holder.id)
+                continue
+            seen.add(job.id)
+            stored_ids.append(job.id)
+            rows.append(
+                queued_row(
+                    id=job.id,
+                    job_name=job.job_name,
+                    args=job.args,
+                    queue=job.queue,
+                    priority=job.priority,
+                    scheduled_at=job.scheduled_at,
+                    max_attempts=job.max_attempts,
+                    now=now,
+                    trace_context=job.trace_context,
+                    dedup_key=job.dedup_key,
+                    producer_id=job.producer_id,
                 )
-            for row in rows:
-                store.put_job(row)
-            for queue in {row.queue for row in rows}:
-                store.wake(queue)
+            )
+        for row in rows:
+            store.put_job(row)
+            if row.dedup_key is not None:
+                store.dedup_holders[row.dedup_key] = row.id
+        for queue in {row.queue for row in rows}:
+            store.wake(queue)
+        return stored_ids
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         with self._store.lock:
@@ -297,6 +352,7 @@ class MemoryBackend:
                     worker_id=worker_id,
                     updated_at=now,
                     started_at=now if mark_started else None,
+                    dedup_key=None,
                 )
                 store.put_job(updated)
                 claimed.append(store.export_job(updated))
@@ -326,15 +382,28 @@ class MemoryBackend:
         store = self._store
         with store.lock:
             # Serialise every result first: one that is not JSON must not leave the batch half-written.
-            stored = [(item.job_id, json_copy(item.result, what="job result")) for item in params.results]
+            stored = [(item, json_copy(item.result, what="job result")) for item in params.results]
             written: set[str] = set()
             now = store.now()
-            for job_id, result in stored:
-                row = self._owned(job_id, params.worker_id)
+            for item, result in stored:
+                row = self._owned(item.job_id, params.worker_id)
                 if row is None:
                     continue
-                store.put_job(replace(row, status=JobStatus.DONE, result=result, worker_id=None, updated_at=now))
-                written.add(job_id)
+                if item.delete_row:
+                    del store.jobs[item.job_id]
+                    store.raw_args.pop(item.job_id, None)
+                else:
+                    store.put_job(
+                        replace(
+                            row,
+                            status=JobStatus.DONE,
+                            result=result,
+                            worker_id=None,
+                            updated_at=now,
+                            expires_at=item.expires_at,
+                        )
+                    )
+                written.add(item.job_id)
             return written
 
     async def retry_job(self, params: RetryJobParams, /) -> bool:
@@ -511,8 +580,13 @@ class MemoryBackend:
 
     async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
         queue, limit, offset = params.queue, params.limit, params.offset
+        wanted = params.filter
         with self._store.lock:
-            rows = [row for row in self._store.dead_letters.values() if queue is None or row.queue == queue]
+            rows = [
+                row
+                for row in self._store.dead_letters.values()
+                if (queue is None or row.queue == queue) and (wanted is None or dead_letter_matches(wanted, row))
+            ]
             rows.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id), reverse=True)
             return [self._store.export_dead(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
 
@@ -536,11 +610,12 @@ class MemoryBackend:
                     id=new_job_id,
                     job_name=dead.job_name,
                     args=dead.args,
-                    queue=dead.queue,
-                    priority=dead.priority,
+                    queue=params.queue if params.queue is not None else dead.queue,
+                    priority=params.priority if params.priority is not None else dead.priority,
                     scheduled_at=scheduled_at,
-                    max_attempts=dead.max_attempts,
+                    max_attempts=params.max_attempts if params.max_attempts is not None else dead.max_attempts,
                     now=now,
+                    attempts=params.attempts,
                 )
             )
             raw = store.dead_raw_args.get(job_id)
@@ -549,13 +624,50 @@ class MemoryBackend:
             store.dead_letters[job_id] = replace(
                 dead, resurrection_count=dead.resurrection_count + 1, last_resurrection_at=now
             )
-            store.wake(dead.queue)
+            store.wake(params.queue if params.queue is not None else dead.queue)
             return new_job_id
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         with self._store.lock:
             self._store.dead_raw_args.pop(params.job_id, None)
             return self._store.dead_letters.pop(params.job_id, None) is not None
+
+    # -- issue 12 (compat-store): deleting jobs and bulk dead-letter operations --
+
+    async def delete_job(self, params: DeleteJobParams, /) -> bool:
+        store = self._store
+        with store.lock:
+            store.raw_args.pop(params.job_id, None)
+            return store.jobs.pop(params.job_id, None) is not None
+
+    async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
+        store = self._store
+        with store.lock:
+            matching = [row for row in store.dead_letters.values() if dead_letter_matches(params.filter, row)]
+            matching.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id))
+            deleted = {row.id for row in matching[: max(params.limit, 0)]}
+            for job_id in deleted:
+                del store.dead_letters[job_id]
+                store.dead_raw_args.pop(job_id, None)
+            return deleted
+
+    async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
+        with self._store.lock:
+            rows = [
+                row
+                for row in self._store.dead_letters.values()
+                if params.filter is None or dead_letter_matches(params.filter, row)
+            ]
+            moved = [row.moved_to_dead_letter_at for row in rows]
+            return DeadLetterStats(
+                total=len(rows),
+                by_job_name=dict(Counter(row.job_name for row in rows)),
+                by_queue=dict(Counter(row.queue for row in rows)),
+                by_reason=dict(Counter(row.dead_letter_reason for row in rows)),
+                resurrected=sum(1 for row in rows if row.resurrection_count > 0),
+                oldest_moved_at=min(moved) if moved else None,
+                newest_moved_at=max(moved) if moved else None,
+            )
 
     # -- dashboard reads (soniq_memory.reads) ----------------------------------
 
@@ -573,3 +685,69 @@ class MemoryBackend:
 
     async def queue_names(self) -> list[str]:
         return reads.queue_names(self._store)
+
+    # -- schedules, leader lease, pruning (issue 14) -------------------------
+
+    async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
+        with self._store.lock:
+            return export(schedules.upsert(self._store, params))
+
+    async def get_schedule(self, params: GetScheduleParams, /) -> ScheduleRecord | None:
+        with self._store.lock:
+            row = self._store.schedules.get(params.name)
+            return export(row) if row is not None else None
+
+    async def list_schedules(self, params: ListSchedulesParams, /) -> list[ScheduleRecord]:
+        wanted = set(params.names) if params.names is not None else None
+        with self._store.lock:
+            rows = [row for row in self._store.schedules.values() if wanted is None or row.name in wanted]
+            return [export(row) for row in sorted(rows, key=lambda row: row.name)]
+
+    async def set_schedule_paused(self, params: SetSchedulePausedParams, /) -> bool:
+        with self._store.lock:
+            return schedules.set_paused(self._store, params)
+
+    async def remove_schedule(self, params: RemoveScheduleParams, /) -> bool:
+        with self._store.lock:
+            return self._store.schedules.pop(params.name, None) is not None
+
+    async def due_schedules(self, params: DueSchedulesParams, /) -> list[ScheduleRecord]:
+        with self._store.lock:
+            return [export(row) for row in schedules.due(self._store, params)]
+
+    async def fire_schedule(self, params: FireScheduleParams, /) -> list[str] | None:
+        store = self._store
+        with store.lock:
+            row = schedules.fenced(store, params.name, params.expected_next_run)
+            if row is None:
+                return None
+            ids = self._insert_jobs(params.jobs)
+            store.schedules[params.name] = replace(
+                row,
+                next_run=params.new_next_run,
+                run_count=row.run_count + len(ids),
+                last_run=params.fired_at if ids else row.last_run,
+                last_job_id=ids[-1] if ids else row.last_job_id,
+                updated_at=store.now(),
+            )
+            return ids
+
+    async def acquire_lease(self, params: AcquireLeaseParams, /) -> LeaseRecord | None:
+        with self._store.lock:
+            return schedules.acquire(self._store, params)
+
+    async def release_lease(self, params: ReleaseLeaseParams, /) -> bool:
+        with self._store.lock:
+            return schedules.release(self._store, params)
+
+    async def get_lease(self, params: GetLeaseParams, /) -> LeaseRecord | None:
+        with self._store.lock:
+            return schedules.current_lease(self._store, params.name)
+
+    async def prune_jobs(self, params: PruneJobsParams, /) -> int:
+        with self._store.lock:
+            return schedules.prune_jobs(self._store, params)
+
+    async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
+        with self._store.lock:
+            return schedules.prune_dead_letters(self._store, params)

@@ -17,7 +17,15 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from soniq.decoding import decode_args
-from soniq.records import DeadLetterReason, DeadLetterRecord, JobRecord, JobStatus, WorkerRecord
+from soniq.records import (
+    DeadLetterReason,
+    DeadLetterRecord,
+    JobRecord,
+    JobStatus,
+    LeaseRecord,
+    ScheduleRecord,
+    WorkerRecord,
+)
 
 ALLOWED_STATUSES: frozenset[str] = frozenset(status.value for status in JobStatus)
 
@@ -59,6 +67,10 @@ class MemoryStore:
     raw_args: dict[str, str] = field(default_factory=dict)
     """Job id -> args text that replaces the row's decoded args (`put_raw_args`, for tests)."""
     dead_raw_args: dict[str, str] = field(default_factory=dict)
+    dedup_holders: dict[str, str] = field(default_factory=dict)
+    """Dedup key -> id of the row that last took it; valid only while that row is queued with that key."""
+    schedules: dict[str, ScheduleRecord] = field(default_factory=dict)
+    leases: dict[str, LeaseRecord] = field(default_factory=dict)
     _last_now: datetime = field(default_factory=lambda: datetime.now(UTC))
     _waiters: set[_Waiter] = field(default_factory=set)
 
@@ -110,6 +122,9 @@ class MemoryStore:
         self.workers.clear()
         self.raw_args.clear()
         self.dead_raw_args.clear()
+        self.dedup_holders.clear()
+        self.schedules.clear()
+        self.leases.clear()
 
     def export_job(self, row: JobRecord, *, include_result: bool = True) -> JobRecord:
         """The row as a caller sees it: a detached copy, args decoded from raw text if any."""
@@ -127,6 +142,14 @@ class MemoryStore:
             return copied
         args, error = decode_args(raw)
         return replace(copied, args=args, decode_error=error)
+
+    def dedup_holder(self, key: str) -> JobRecord | None:
+        """The `queued` row holding `key`, if any (a claimed, cancelled or moved row no longer does)."""
+        job_id = self.dedup_holders.get(key)
+        row = self.jobs.get(job_id) if job_id is not None else None
+        if row is None or row.status is not JobStatus.QUEUED or row.dedup_key != key:
+            return None
+        return row
 
     # -- wake-up -------------------------------------------------------------
 
@@ -156,7 +179,7 @@ def _resolve(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-_Row = TypeVar("_Row", JobRecord, DeadLetterRecord)
+_Row = TypeVar("_Row", JobRecord, DeadLetterRecord, ScheduleRecord)
 
 
 def export(record: _Row) -> _Row:

@@ -20,33 +20,45 @@ import asyncpg
 from soniq.backend import BackendCapabilities
 from soniq.errors import JobArgumentsError, SoniqError
 from soniq.params import (
+    AcquireLeaseParams,
     CancelJobParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
     DeadLetterPageParams,
+    DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
+    GetLeaseParams,
+    GetScheduleParams,
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
     JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
+    ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
     PrepareWorkerParams,
+    PruneDeadLettersParams,
+    PruneJobsParams,
     PurgeDeadLetterParams,
     QueueStatsParams,
     RegisterWorkerParams,
+    ReleaseLeaseParams,
+    RemoveScheduleParams,
     ReplayDeadLetterParams,
     RescueJobsParams,
     RetryJobParams,
+    SetSchedulePausedParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    UpsertScheduleParams,
     WaitForJobsParams,
 )
 from soniq.records import (
@@ -56,14 +68,16 @@ from soniq.records import (
     JobPage,
     JobRecord,
     JobStatus,
+    LeaseRecord,
     NewJob,
     QueueCounts,
     QueueStats,
+    ScheduleRecord,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_postgres import migrations, reads
+from soniq_postgres import migrations, reads, schedules
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
@@ -118,6 +132,7 @@ class PostgresBackend:
         self._options = options
         self._queries = Queries(options.schema)
         self._stale_sql = StaleSql(self._queries)
+        self._schedule_sql = schedules.ScheduleSql(options.schema)
         self._claim_sql = {
             (kind, by_name): self._queries.claim(queue_count=kind, by_name=by_name)
             for kind in (None, 1, 2)
@@ -375,31 +390,38 @@ class PostgresBackend:
         # so core settles that row); it never costs the rest of the batch.
         ids: list[str] = []
         payloads: list[str] = []
+        expiries: list[datetime | None] = []
         for result in results:
             payload = _encoded_result(result.result)
             if payload is not None:
                 ids.append(result.job_id)
                 payloads.append(payload)
+                expiries.append(None if result.expires_at is None else utc(result.expires_at))
         if not ids:
             return set()
         async with self._connection() as conn:
             try:
-                rows = await conn.fetch(self._queries.complete_many, ids, params.worker_id, payloads)
+                rows = await conn.fetch(self._queries.complete_many, ids, params.worker_id, payloads, expiries)
             except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 if is_connection_fault(exc):
                     raise
-                return await self._complete_one_by_one(conn, params.worker_id, ids, payloads)
+                return await self._complete_one_by_one(conn, params.worker_id, ids, payloads, expiries)
         return {row["id"] for row in rows}
 
     async def _complete_one_by_one(
-        self, conn: asyncpg.Connection, worker_id: str, ids: list[str], payloads: list[str]
+        self,
+        conn: asyncpg.Connection,
+        worker_id: str,
+        ids: list[str],
+        payloads: list[str],
+        expiries: list[datetime | None],
     ) -> set[str]:
         """The batch statement failed for a reason other than the connection: find
         the rows the store accepts; each bad one stays `processing` for core to settle."""
         written: set[str] = set()
-        for job_id, payload in zip(ids, payloads, strict=True):
+        for job_id, payload, expires_at in zip(ids, payloads, expiries, strict=True):
             try:
-                rows = await conn.fetch(self._queries.complete_many, [job_id], worker_id, [payload])
+                rows = await conn.fetch(self._queries.complete_many, [job_id], worker_id, [payload], [expires_at])
             except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 if is_connection_fault(exc):
                     raise
@@ -571,6 +593,77 @@ class PostgresBackend:
     async def queue_names(self) -> list[str]:
         async with self._connection() as conn:
             return await reads.queue_names(conn, quote_ident(self._queries.schema))
+
+    # -- schedules, leader lease, pruning (issue 14; soniq_postgres.schedules) --
+
+    async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
+        async with self._connection() as conn:
+            return await schedules.upsert(conn, self._schedule_sql, params)
+
+    async def get_schedule(self, params: GetScheduleParams, /) -> ScheduleRecord | None:
+        async with self._connection() as conn:
+            row = await conn.fetchrow(self._schedule_sql.get, params.name)
+        return None if row is None else schedules.schedule_record(row)
+
+    async def list_schedules(self, params: ListSchedulesParams, /) -> list[ScheduleRecord]:
+        async with self._connection() as conn:
+            if params.names is None:
+                rows = await conn.fetch(self._schedule_sql.list_all)
+            else:
+                rows = await conn.fetch(self._schedule_sql.list_named, list(params.names))
+        return [schedules.schedule_record(row) for row in rows]
+
+    async def set_schedule_paused(self, params: SetSchedulePausedParams, /) -> bool:
+        async with self._connection() as conn:
+            return await schedules.set_paused(conn, self._schedule_sql, params)
+
+    async def remove_schedule(self, params: RemoveScheduleParams, /) -> bool:
+        async with self._connection() as conn:
+            return affected(await conn.execute(self._schedule_sql.remove, params.name)) == 1
+
+    async def due_schedules(self, params: DueSchedulesParams, /) -> list[ScheduleRecord]:
+        async with self._connection() as conn:
+            return await schedules.due(conn, self._schedule_sql, params)
+
+    async def fire_schedule(self, params: FireScheduleParams, /) -> list[str] | None:
+        jobs = list(params.jobs)
+        payload = ",".join(sorted({job.queue for job in jobs}))[:7000]
+        async with self._connection() as conn, conn.transaction():
+            advanced = await conn.fetchval(
+                self._schedule_sql.advance,
+                params.name,
+                utc(params.expected_next_run),
+                utc(params.new_next_run),
+                len(jobs),
+                utc(params.fired_at),
+                jobs[-1].id if jobs else None,
+            )
+            if advanced is None:
+                return None
+            if jobs:
+                await self._insert(conn, jobs, payload)
+        return [job.id for job in jobs]
+
+    async def acquire_lease(self, params: AcquireLeaseParams, /) -> LeaseRecord | None:
+        async with self._connection() as conn:
+            return await schedules.acquire(conn, self._schedule_sql, params)
+
+    async def release_lease(self, params: ReleaseLeaseParams, /) -> bool:
+        async with self._connection() as conn:
+            return await schedules.release(conn, self._schedule_sql, params)
+
+    async def get_lease(self, params: GetLeaseParams, /) -> LeaseRecord | None:
+        async with self._connection() as conn:
+            row = await conn.fetchrow(self._schedule_sql.get_lease, params.name)
+        return None if row is None else schedules.lease_record(row)
+
+    async def prune_jobs(self, params: PruneJobsParams, /) -> int:
+        async with self._connection() as conn:
+            return await schedules.prune_jobs(conn, self._schedule_sql, params)
+
+    async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
+        async with self._connection() as conn:
+            return await schedules.prune_dead_letters(conn, self._schedule_sql, params)
 
     # -- internals ---------------------------------------------------------
 

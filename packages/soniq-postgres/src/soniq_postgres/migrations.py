@@ -130,6 +130,48 @@ CREATE INDEX IF NOT EXISTS soniq_dead_letter_queue_idx
     ON {schema}.soniq_dead_letter_jobs (queue, moved_to_dead_letter_at DESC, id DESC);
 """,
     ),
+    Migration(
+        4,
+        "schedules, leader lease and pruning",
+        """
+-- Recurring jobs: core computes next_run; fire_schedule advances it and enqueues
+-- in one transaction, fenced on the next_run it read (exactly once per due time).
+CREATE TABLE IF NOT EXISTS {schema}.soniq_schedules (
+    name           text             PRIMARY KEY,
+    job_name       text             NOT NULL,
+    queue          text             NOT NULL DEFAULT 'default',
+    priority       integer          NOT NULL DEFAULT 100,
+    max_attempts   integer          NOT NULL DEFAULT 1 CHECK (max_attempts >= 1),
+    args           json             NOT NULL DEFAULT '{{}}',
+    cron           text,
+    every_seconds  double precision,
+    timezone       text             NOT NULL DEFAULT 'UTC',
+    catch_up       text             NOT NULL DEFAULT 'skip',
+    catch_up_limit integer          NOT NULL DEFAULT 1,
+    paused         boolean          NOT NULL DEFAULT false,
+    next_run       timestamptz      NOT NULL,
+    last_run       timestamptz,
+    run_count      bigint           NOT NULL DEFAULT 0,
+    last_job_id    text,
+    created_at     timestamptz      NOT NULL DEFAULT now(),
+    updated_at     timestamptz      NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS soniq_schedules_due_idx
+    ON {schema}.soniq_schedules (next_run) WHERE NOT paused;
+-- Named leases (the fleet's leader is 'leader'), judged on this server's clock.
+CREATE TABLE IF NOT EXISTS {schema}.soniq_leader (
+    name        text        PRIMARY KEY,
+    holder      text        NOT NULL,
+    acquired_at timestamptz NOT NULL,
+    renewed_at  timestamptz NOT NULL,
+    expires_at  timestamptz NOT NULL
+);
+-- Finished rows past their result_ttl; the partial index keeps pruning to the rows it may delete.
+ALTER TABLE {schema}.soniq_jobs ADD COLUMN IF NOT EXISTS expires_at timestamptz;
+CREATE INDEX IF NOT EXISTS soniq_jobs_expires_idx
+    ON {schema}.soniq_jobs (expires_at) WHERE expires_at IS NOT NULL;
+""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -15,7 +15,7 @@ from soniq_postgres.options import quote_ident
 JOB_COLUMNS = (
     "id, job_name, args::text AS args, status, attempts, max_attempts, queue, priority, "
     "scheduled_at, last_error, worker_id, result::text AS result, created_at, updated_at, "
-    "started_at, trace_context::text AS trace_context"
+    "started_at, trace_context::text AS trace_context, expires_at"
 )
 # Listings without results never read the column: a large result costs nothing there.
 JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("result::text AS result", "NULL::text AS result")
@@ -76,8 +76,9 @@ UPDATE {jobs} SET started_at = now(), updated_at = now()
 WHERE id = ANY($1::text[]) AND status = 'processing' AND worker_id = $2
 RETURNING id"""
         self.complete_many = f"""
-UPDATE {jobs} AS j SET status = 'done', result = r.result::json, worker_id = NULL, updated_at = now()
-FROM unnest($1::text[], $3::text[]) AS r(id, result)
+UPDATE {jobs} AS j SET status = 'done', result = r.result::json, worker_id = NULL, updated_at = now(),
+                       expires_at = r.expires_at
+FROM unnest($1::text[], $3::text[], $4::timestamptz[]) AS r(id, result, expires_at)
 WHERE j.id = r.id AND j.status = 'processing' AND j.worker_id = $2
 RETURNING j.id"""
         self.retry = f"""

@@ -50,7 +50,12 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
         started_at=None if started is None else utc(started),
         trace_context=trace,
         decode_error=join_problems(args_problem, result_problem),
+        expires_at=_optional_utc(row.get("expires_at")),
     )
+
+
+def _optional_utc(value: datetime | None) -> datetime | None:
+    return None if value is None else utc(value)
 
 
 def dead_letter_record(row: Mapping[str, Any]) -> DeadLetterRecord:

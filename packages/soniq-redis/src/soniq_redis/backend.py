@@ -22,35 +22,47 @@ from redis.asyncio import Redis
 from soniq.backend import BACKEND_PROTOCOL_VERSION, BackendCapabilities
 from soniq.errors import SoniqError
 from soniq.params import (
+    AcquireLeaseParams,
     CancelJobParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
     DeadLetterPageParams,
+    DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
+    GetLeaseParams,
+    GetScheduleParams,
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
     JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
+    ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
     PrepareWorkerParams,
+    PruneDeadLettersParams,
+    PruneJobsParams,
     PurgeDeadLetterParams,
     QueueStatsParams,
     RegisterWorkerParams,
+    ReleaseLeaseParams,
+    RemoveScheduleParams,
     ReplayDeadLetterParams,
     Rescue,
     RescueAction,
     RescueJobsParams,
     RetryJobParams,
+    SetSchedulePausedParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    UpsertScheduleParams,
     WaitForJobsParams,
 )
 from soniq.records import (
@@ -61,13 +73,15 @@ from soniq.records import (
     JobPage,
     JobRecord,
     JobStatus,
+    LeaseRecord,
     QueueCounts,
     QueueStats,
+    ScheduleRecord,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_redis import reads
+from soniq_redis import reads, schedules
 from soniq_redis.connection import RedisTarget, translated_errors
 from soniq_redis.keys import KeySpace
 from soniq_redis.rows import (
@@ -348,7 +362,8 @@ class RedisBackend:
             return set()
         pairs_args: list[str | int] = []
         for item in params.results:
-            pairs_args += [item.job_id, dumps(item.result)]
+            expires = "" if item.expires_at is None else to_micros(item.expires_at)
+            pairs_args += [item.job_id, dumps(item.result), expires]
         written = await self._run("complete", JobStatus.DONE.value, params.worker_id, *pairs_args)
         return {str(job_id) for job_id in written}
 
@@ -504,3 +519,59 @@ class RedisBackend:
         client, _ = await self._ready()
         with translated_errors(self._target):
             return await reads.queue_names(client, self.keys)
+
+    # -- schedules, leader lease, pruning (issue 14; soniq_redis.schedules) ----
+
+    async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
+        return schedules.schedule_record(await self._run("schedule_upsert", *schedules.upsert_args(params)))
+
+    async def get_schedule(self, params: GetScheduleParams, /) -> ScheduleRecord | None:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            fields = await client.hgetall(self.keys.schedule(params.name))
+        return schedules.schedule_from_fields(text_map(fields)) if fields else None
+
+    async def list_schedules(self, params: ListSchedulesParams, /) -> list[ScheduleRecord]:
+        if params.names is not None and not params.names:
+            return []
+        names = [] if params.names is None else list(params.names)
+        rows = await self._run("schedule_list", *names)
+        return sorted((schedules.schedule_record(row) for row in rows), key=lambda row: row.name)
+
+    async def set_schedule_paused(self, params: SetSchedulePausedParams, /) -> bool:
+        next_run = "" if params.next_run is None else to_micros(params.next_run)
+        return bool(await self._run("schedule_paused", params.name, "1" if params.paused else "0", next_run))
+
+    async def remove_schedule(self, params: RemoveScheduleParams, /) -> bool:
+        return bool(await self._run("schedule_remove", params.name))
+
+    async def due_schedules(self, params: DueSchedulesParams, /) -> list[ScheduleRecord]:
+        now = "" if params.now is None else to_micros(params.now)
+        rows = await self._run("schedule_due", now, max(params.limit, 0))
+        return [schedules.schedule_record(row) for row in rows]
+
+    async def fire_schedule(self, params: FireScheduleParams, /) -> list[str] | None:
+        for job in params.jobs:
+            if not -PRIORITY_LIMIT < job.priority < PRIORITY_LIMIT:
+                raise ValueError(f"priority must be between -{PRIORITY_LIMIT} and {PRIORITY_LIMIT}, got {job.priority}")
+        ids = await self._run("schedule_fire", JobStatus.QUEUED.value, *schedules.fire_args(params))
+        return None if ids is None else [str(job_id) for job_id in ids]
+
+    async def acquire_lease(self, params: AcquireLeaseParams, /) -> LeaseRecord | None:
+        ttl_us = max(round(params.ttl * 1_000_000), 0)
+        reply = await self._run("lease_acquire", params.name, params.holder, ttl_us)
+        return None if reply is None else schedules.lease_record(reply)
+
+    async def release_lease(self, params: ReleaseLeaseParams, /) -> bool:
+        return bool(await self._run("lease_release", params.name, params.holder))
+
+    async def get_lease(self, params: GetLeaseParams, /) -> LeaseRecord | None:
+        reply = await self._run("lease_get", params.name)
+        return None if reply is None else schedules.lease_record(reply)
+
+    async def prune_jobs(self, params: PruneJobsParams, /) -> int:
+        now = "" if params.now is None else to_micros(params.now)
+        return int(await self._run("prune_jobs", now, max(params.limit, 0)))
+
+    async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
+        return int(await self._run("prune_dead", to_micros(params.before), max(params.limit, 0)))

@@ -44,6 +44,9 @@ class KeySpace:
     def dead(self, job_id: str) -> str:
         return f"{self.prefix}dead:{job_id}"
 
+    def schedule(self, name: str) -> str:
+        return f"{self.prefix}schedule:{name}"
+
     @property
     def schema(self) -> str:
         return f"{self.prefix}schema"

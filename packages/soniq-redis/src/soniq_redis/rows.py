@@ -78,6 +78,7 @@ def job_record(fields: Mapping[str, str]) -> JobRecord:
         updated_at=from_micros(fields["updated_at"]),
         started_at=_optional_time(fields, "started_at"),
         trace_context=trace,
+        expires_at=_optional_time(fields, "expires_at"),
         decode_error=join_problems(args_error, result_error),
     )
 

@@ -35,6 +35,18 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "next_due",
     "expire_unknown",
     "job_counts",
+    # -- schedules, leader lease, pruning (issue 14)
+    "schedule_upsert",
+    "schedule_paused",
+    "schedule_remove",
+    "schedule_list",
+    "schedule_due",
+    "schedule_fire",
+    "lease_acquire",
+    "lease_release",
+    "lease_get",
+    "prune_jobs",
+    "prune_dead",
 )
 
 

@@ -15,56 +15,77 @@ import aiosqlite
 from soniq.backend import BackendCapabilities
 from soniq.errors import BackendUnavailableError, InvalidURLError, JobArgumentsError, SoniqError
 from soniq.params import (
+    AcquireLeaseParams,
     CancelJobParams,
     ClaimJobsParams,
     CompleteJobsParams,
+    DeadLetterFilter,
     DeadLetterJobParams,
     DeadLetterPageParams,
+    DeadLetterStatsParams,
+    DeleteDeadLettersParams,
+    DeleteJobParams,
+    DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
+    GetLeaseParams,
+    GetScheduleParams,
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
     JobPageParams,
     ListDeadLetterParams,
     ListJobsParams,
+    ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
     PrepareWorkerParams,
+    PruneDeadLettersParams,
+    PruneJobsParams,
     PurgeDeadLetterParams,
     QueueStatsParams,
     RegisterWorkerParams,
+    ReleaseLeaseParams,
+    RemoveScheduleParams,
     ReplayDeadLetterParams,
     RescueAction,
     RescueJobsParams,
     RetryJobParams,
+    SetSchedulePausedParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    UpsertScheduleParams,
     WaitForJobsParams,
 )
 from soniq.records import (
     ActivityBucket,
     DeadLetterPage,
     DeadLetterRecord,
+    DeadLetterStats,
     JobPage,
     JobRecord,
     JobStatus,
+    LeaseRecord,
+    NewJob,
     QueueCounts,
     QueueStats,
+    ScheduleRecord,
     StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_sqlite import reads, transitions
+from soniq_sqlite import reads, schedules, transitions
 from soniq_sqlite.codec import (
     claim_order,
     dead_letter_from_row,
     dump_args,
     dump_json,
     dump_optional_json,
+    from_us_or_none,
     job_from_row,
     now_us,
     to_us,
@@ -83,6 +104,15 @@ _SYNCHRONOUS: tuple[Synchronous, ...] = ("off", "normal", "full", "extra")
 _INSERT_JOB = (
     "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
     "scheduled_at, created_at, updated_at, trace_context) VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?)"
+)
+# A job with a dedup key: the upsert on the partial unique index `soniq_jobs_dedup` turns a key
+# a queued row already holds into a no-op update that returns that row's id (issue 12).
+_UPSERT_KEYED_JOB = (
+    "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
+    "scheduled_at, created_at, updated_at, trace_context, dedup_key, producer_id) "
+    "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL "
+    "DO UPDATE SET dedup_key = excluded.dedup_key RETURNING id"
 )
 _OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
 # Values bound per statement, under the 32766 variables SQLite allows by default
@@ -187,7 +217,7 @@ class SQLiteBackend:
 
     # -- producers ---------------------------------------------------------
 
-    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> None:
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
         jobs = params.jobs
         if params.connection is not None:
             raise SoniqError(
@@ -195,14 +225,33 @@ class SQLiteBackend:
                 "is False); enqueue without connection="
             )
         if not jobs:
-            return
+            return []
         await self.connect()
+        rows, due = self._job_rows(jobs)
+        if any(job.dedup_key is not None or job.producer_id is not None for job in jobs):
+            keyed = [(*row, job.dedup_key, job.producer_id) for row, job in zip(rows, jobs, strict=True)]
+
+            async def insert_each(conn: aiosqlite.Connection) -> list[str]:
+                return await insert_keyed(conn, keyed)
+
+            stored = await self._db.transaction(insert_each)
+            self._wakeups.notify(due)
+            return stored
+        if len(rows) == 1:
+            await self._db.execute(_INSERT_JOB, rows[0])
+        else:
+            await self._db.executemany(_INSERT_JOB, rows)
+        self._wakeups.notify(due)
+        return None
+
+    def _job_rows(self, jobs: Sequence[NewJob]) -> tuple[list[tuple[Any, ...]], set[str]]:
+        """`_INSERT_JOB`'s values for each job, and the queues that now have a due row."""
         # created_at strictly increases per instance (a microsecond per row at
         # least) so that claim order, which falls back to created_at, follows
         # the order in which jobs were given, within a batch and across calls.
         first = max(now_us(), self._last_created + 1)
         self._last_created = first + len(jobs) - 1
-        rows = []
+        rows: list[tuple[Any, ...]] = []
         due: set[str] = set()
         for offset, job in enumerate(jobs):
             scheduled = to_us(job.scheduled_at)
@@ -224,11 +273,7 @@ class SQLiteBackend:
                     trace,
                 )
             )
-        if len(rows) == 1:
-            await self._db.execute(_INSERT_JOB, rows[0])
-        else:
-            await self._db.executemany(_INSERT_JOB, rows)
-        self._wakeups.notify(due)
+        return rows, due
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         await self.connect()
@@ -279,7 +324,8 @@ class SQLiteBackend:
         # filter from a listing index and sorted the whole backlog per claim.
         index = "soniq_jobs_claim_any_queue" if queues is None else "soniq_jobs_claim_by_queue"
         rows = await self._db.fetchall(
-            "UPDATE soniq_jobs SET status = 'processing', worker_id = ?, updated_at = ?, started_at = ? "
+            "UPDATE soniq_jobs SET status = 'processing', worker_id = ?, updated_at = ?, started_at = ?, "
+            "dedup_key = NULL "
             f"WHERE id IN (SELECT id FROM soniq_jobs INDEXED BY {index} WHERE status = 'queued' AND scheduled_at <= ?"
             f"{queue_clause} ORDER BY priority, scheduled_at, created_at, id LIMIT ?) "
             f"RETURNING {JOB_COLUMNS}",
@@ -306,26 +352,44 @@ class SQLiteBackend:
     async def complete_jobs(self, params: CompleteJobsParams, /) -> set[str]:
         if not params.results:
             return set()
+        doomed = [r.job_id for r in params.results if r.delete_row]
+        if doomed:
+            # result_ttl = 0: the fenced delete stands in for the completion write.
+            await self.connect()
+            deleted: set[str] = set()
+            for chunk in _chunks(doomed, _VALUES_PER_STATEMENT):
+                rows = await self._db.fetchall(
+                    f"DELETE FROM soniq_jobs WHERE status = 'processing' AND worker_id = ? "
+                    f"AND id IN ({', '.join('?' for _ in chunk)}) RETURNING id",
+                    (params.worker_id, *chunk),
+                )
+                deleted.update(str(row[0]) for row in rows)
+            rest = [r for r in params.results if not r.delete_row]
+            if not rest:
+                return deleted
+            return deleted | await self.complete_jobs(CompleteJobsParams(worker_id=params.worker_id, results=rest))
         # A result that cannot be stored is left out (not reported as written, so
         # core settles that row); it never costs the rest of the batch.
-        pairs: list[tuple[str, str | None]] = []
+        triples: list[tuple[str, str | None, int | None]] = []
         for r in params.results:
             try:
-                pairs.append((r.job_id, dump_optional_json(r.result, what="the job's result")))
+                result = dump_optional_json(r.result, what="the job's result")
             except JobArgumentsError:
                 continue
-        if not pairs:
+            triples.append((r.job_id, result, None if r.expires_at is None else to_us(r.expires_at)))
+        if not triples:
             return set()
         await self.connect()
         now, worker_id = now_us(), params.worker_id
         statements = []
-        for chunk in _chunks(pairs, _VALUES_PER_STATEMENT // 2):
+        for chunk in _chunks(triples, _VALUES_PER_STATEMENT // 3):
             sql = (
-                "UPDATE soniq_jobs SET status = 'done', result = r.column2, worker_id = NULL, updated_at = ? "
-                f"FROM (VALUES {', '.join('(?, ?)' for _ in chunk)}) AS r WHERE soniq_jobs.id = r.column1 "
+                "UPDATE soniq_jobs SET status = 'done', result = r.column2, worker_id = NULL, updated_at = ?, "
+                f"expires_at = r.column3 FROM (VALUES {', '.join('(?, ?, ?)' for _ in chunk)}) AS r "
+                "WHERE soniq_jobs.id = r.column1 "
                 "AND soniq_jobs.status = 'processing' AND soniq_jobs.worker_id = ? RETURNING soniq_jobs.id"
             )
-            statements.append((sql, (now, *(value for pair in chunk for value in pair), worker_id)))
+            statements.append((sql, (now, *(value for triple in chunk for value in triple), worker_id)))
         try:
             if len(statements) == 1:
                 # One statement is atomic on its own: no BEGIN and COMMIT round trips on the hot path.
@@ -341,18 +405,20 @@ class SQLiteBackend:
         except BackendUnavailableError:
             raise
         except (sqlite3.Error, ValueError, OverflowError):
-            return await self._complete_one_by_one(pairs, now, worker_id)
+            return await self._complete_one_by_one(triples, now, worker_id)
 
-    async def _complete_one_by_one(self, pairs: list[tuple[str, str | None]], now: int, worker_id: str) -> set[str]:
+    async def _complete_one_by_one(
+        self, triples: list[tuple[str, str | None, int | None]], now: int, worker_id: str
+    ) -> set[str]:
         """The batch failed for a reason other than the store being gone: write the
         rows the store accepts; each bad one stays `processing` for core to settle."""
         written: set[str] = set()
-        for job_id, result in pairs:
+        for job_id, result, expires_at in triples:
             try:
                 rows = await self._db.fetchall(
-                    "UPDATE soniq_jobs SET status = 'done', result = ?, worker_id = NULL, updated_at = ? "
-                    "WHERE id = ? AND status = 'processing' AND worker_id = ? RETURNING id",
-                    (result, now, job_id, worker_id),
+                    "UPDATE soniq_jobs SET status = 'done', result = ?, worker_id = NULL, updated_at = ?, "
+                    "expires_at = ? WHERE id = ? AND status = 'processing' AND worker_id = ? RETURNING id",
+                    (result, now, expires_at, job_id, worker_id),
                 )
             except BackendUnavailableError:
                 raise
@@ -510,6 +576,11 @@ class SQLiteBackend:
     async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
         await self.connect()
         where, values = _filters(queue=params.queue)
+        if params.filter is not None:
+            extra, extra_values = _dead_letter_filter(params.filter)
+            if extra:
+                where = f"{where} AND {extra}" if where else f" WHERE {extra}"
+                values = (*values, *extra_values)
         rows = await self._db.fetchall(
             f"SELECT {DEAD_LETTER_COLUMNS} FROM soniq_dead_letter_jobs{where} "
             "ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT ? OFFSET ?",
@@ -529,7 +600,14 @@ class SQLiteBackend:
 
         async def body(conn: aiosqlite.Connection) -> str | None:
             return await transitions.replay(
-                conn, job_id=params.job_id, new_job_id=params.new_job_id, scheduled_at=params.scheduled_at
+                conn,
+                job_id=params.job_id,
+                new_job_id=params.new_job_id,
+                scheduled_at=params.scheduled_at,
+                queue=params.queue,
+                priority=params.priority,
+                max_attempts=params.max_attempts,
+                attempts=params.attempts,
             )
 
         replayed = await self._db.transaction(body)
@@ -540,6 +618,57 @@ class SQLiteBackend:
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         await self.connect()
         return await self._db.execute("DELETE FROM soniq_dead_letter_jobs WHERE id = ?", (params.job_id,)) == 1
+
+    # -- issue 12 (compat-store): deleting jobs and bulk dead-letter operations ----
+
+    async def delete_job(self, params: DeleteJobParams, /) -> bool:
+        await self.connect()
+        return await self._db.execute("DELETE FROM soniq_jobs WHERE id = ?", (params.job_id,)) == 1
+
+    async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
+        if params.limit <= 0:
+            return set()
+        await self.connect()
+        where, values = _dead_letter_filter(params.filter)
+        rows = await self._db.fetchall(
+            "DELETE FROM soniq_dead_letter_jobs WHERE id IN (SELECT id FROM soniq_dead_letter_jobs"
+            f"{' WHERE ' + where if where else ''} ORDER BY moved_to_dead_letter_at, id LIMIT ?) RETURNING id",
+            (*values, params.limit),
+        )
+        return {str(row[0]) for row in rows}
+
+    async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
+        await self.connect()
+        where, values = _dead_letter_filter(params.filter) if params.filter is not None else ("", ())
+        clause = f" WHERE {where}" if where else ""
+
+        async def read(conn: aiosqlite.Connection) -> DeadLetterStats:
+            async def grouped(column: str) -> dict[str, int]:
+                rows = await conn.execute_fetchall(
+                    f"SELECT {column}, count(*) FROM soniq_dead_letter_jobs{clause} GROUP BY {column}", values
+                )
+                return {str(row[0]): int(row[1]) for row in rows}
+
+            totals = next(
+                iter(
+                    await conn.execute_fetchall(
+                        "SELECT count(*), coalesce(sum(resurrection_count > 0), 0), min(moved_to_dead_letter_at), "
+                        f"max(moved_to_dead_letter_at) FROM soniq_dead_letter_jobs{clause}",
+                        values,
+                    )
+                )
+            )
+            return DeadLetterStats(
+                total=int(totals[0]),
+                by_job_name=await grouped("job_name"),
+                by_queue=await grouped("queue"),
+                by_reason=await grouped("dead_letter_reason"),
+                resurrected=int(totals[1]),
+                oldest_moved_at=from_us_or_none(totals[2]),
+                newest_moved_at=from_us_or_none(totals[3]),
+            )
+
+        return await self._db.transaction(read, write=False)
 
     # -- dashboard reads (soniq_sqlite.reads) --------------------------------
 
@@ -562,6 +691,84 @@ class SQLiteBackend:
     async def queue_names(self) -> list[str]:
         await self.connect()
         return await reads.queue_names(self._db)
+
+    # -- schedules, leader lease, pruning (issue 14; soniq_sqlite.schedules) ---
+
+    async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
+        await self.connect()
+        return await schedules.upsert(self._db, params)
+
+    async def get_schedule(self, params: GetScheduleParams, /) -> ScheduleRecord | None:
+        await self.connect()
+        found = await schedules.select(self._db, [params.name])
+        return found[0] if found else None
+
+    async def list_schedules(self, params: ListSchedulesParams, /) -> list[ScheduleRecord]:
+        await self.connect()
+        return await schedules.select(self._db, None if params.names is None else list(params.names))
+
+    async def set_schedule_paused(self, params: SetSchedulePausedParams, /) -> bool:
+        await self.connect()
+        return await schedules.set_paused(self._db, params)
+
+    async def remove_schedule(self, params: RemoveScheduleParams, /) -> bool:
+        await self.connect()
+        return await self._db.execute("DELETE FROM soniq_schedules WHERE name = ?", (params.name,)) == 1
+
+    async def due_schedules(self, params: DueSchedulesParams, /) -> list[ScheduleRecord]:
+        await self.connect()
+        return await schedules.due(self._db, params)
+
+    async def fire_schedule(self, params: FireScheduleParams, /) -> list[str] | None:
+        await self.connect()
+        jobs = list(params.jobs)
+        rows, due = self._job_rows(jobs)
+
+        async def body(conn: aiosqlite.Connection) -> list[str] | None:
+            if not await schedules.advance(conn, params):
+                return None
+            if rows:
+                await conn.executemany(_INSERT_JOB, rows)
+            return [job.id for job in jobs]
+
+        fired = await self._db.transaction(body)
+        if fired:
+            self._wakeups.notify(due)
+        return fired
+
+    async def acquire_lease(self, params: AcquireLeaseParams, /) -> LeaseRecord | None:
+        await self.connect()
+        return await schedules.acquire(self._db, params)
+
+    async def release_lease(self, params: ReleaseLeaseParams, /) -> bool:
+        await self.connect()
+        return (
+            await self._db.execute(
+                "DELETE FROM soniq_leader WHERE name = ? AND holder = ?", (params.name, params.holder)
+            )
+            == 1
+        )
+
+    async def get_lease(self, params: GetLeaseParams, /) -> LeaseRecord | None:
+        await self.connect()
+        return await schedules.current_lease(self._db, params.name)
+
+    async def prune_jobs(self, params: PruneJobsParams, /) -> int:
+        await self.connect()
+        return await schedules.prune_jobs(self._db, params)
+
+    async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
+        await self.connect()
+        return await schedules.prune_dead_letters(self._db, params)
+
+
+async def insert_keyed(conn: aiosqlite.Connection, keyed: Sequence[tuple[Any, ...]]) -> list[str]:
+    """`_UPSERT_KEYED_JOB` for each row, inside the caller's transaction; the stored id of each."""
+    stored: list[str] = []
+    for values in keyed:
+        returned = list(await conn.execute_fetchall(_UPSERT_KEYED_JOB, values))
+        stored.append(str(returned[0][0]))
+    return stored
 
 
 def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
@@ -587,6 +794,29 @@ def _filters(*, queue: str | None = None, status: str | None = None) -> tuple[st
         clauses.append("status = ?")
         params.append(status)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
+
+
+def _dead_letter_filter(wanted: DeadLetterFilter) -> tuple[str, tuple[Any, ...]]:
+    """The filter as one SQL condition over `soniq_dead_letter_jobs` ("" when it has no field)."""
+    clauses: list[str] = []
+    values: list[Any] = []
+    for column, given in (
+        ("job_name", wanted.job_names),
+        ("queue", wanted.queues),
+        ("dead_letter_reason", wanted.reasons),
+    ):
+        if given is not None:
+            clauses.append(f"{column} IN (SELECT value FROM json_each(?))")
+            values.append(json.dumps(list(given)))
+    if wanted.moved_from is not None:
+        clauses.append("moved_to_dead_letter_at >= ?")
+        values.append(to_us(wanted.moved_from))
+    if wanted.moved_to is not None:
+        clauses.append("moved_to_dead_letter_at <= ?")
+        values.append(to_us(wanted.moved_to))
+    if wanted.resurrected is not None:
+        clauses.append("resurrection_count > 0" if wanted.resurrected else "resurrection_count = 0")
+    return " AND ".join(clauses), tuple(values)
 
 
 def _absolute(target: str) -> Path:

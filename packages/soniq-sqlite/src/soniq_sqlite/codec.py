@@ -86,6 +86,9 @@ def job_from_row(row: Row) -> JobRecord:
         started_at=from_us_or_none(row[14]),
         trace_context=trace if isinstance(trace, dict) else None,
         decode_error=join_problems(args_problem, result_problem),
+        expires_at=from_us_or_none(row[16]) if len(row) > 16 else None,
+        dedup_key=row[17] if len(row) > 17 else None,
+        producer_id=row[18] if len(row) > 18 else None,
     )
 
 

@@ -8,13 +8,16 @@ Version history:
   1 - soniq_jobs, soniq_dead_letter_jobs, soniq_workers (soniq-sqlite 0.2.0).
   2 - soniq_workers.job_names: the names a worker registered, JSON text (NULL before).
   3 - the dashboard reads' indexes; soniq_workers.state, state_changed_at, last_shutdown.
+  4 - soniq_schedules, soniq_leader, soniq_jobs.expires_at with its partial index (issue 14).
+  5 - soniq_jobs.dedup_key and producer_id, and the partial unique index that makes a queued
+      row's dedup key exclusive (issue 12).
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 5
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -118,14 +121,68 @@ _VERSION_3 = (
     "ON soniq_dead_letter_jobs (queue, moved_to_dead_letter_at)",
 )
 
-MIGRATIONS: dict[int, tuple[str, ...]] = {1: _VERSION_1, 2: _VERSION_2, 3: _VERSION_3}
+_VERSION_4 = (
+    """
+    CREATE TABLE IF NOT EXISTS soniq_schedules (
+        name           TEXT PRIMARY KEY NOT NULL,
+        job_name       TEXT NOT NULL,
+        queue          TEXT NOT NULL,
+        priority       INTEGER NOT NULL,
+        max_attempts   INTEGER NOT NULL CHECK (max_attempts >= 1),
+        args           TEXT NOT NULL DEFAULT '{}',
+        cron           TEXT,
+        every_seconds  REAL,
+        timezone       TEXT NOT NULL,
+        catch_up       TEXT NOT NULL,
+        catch_up_limit INTEGER NOT NULL,
+        paused         INTEGER NOT NULL DEFAULT 0,
+        next_run       INTEGER NOT NULL,
+        last_run       INTEGER,
+        run_count      INTEGER NOT NULL DEFAULT 0,
+        last_job_id    TEXT,
+        created_at     INTEGER NOT NULL,
+        updated_at     INTEGER NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS soniq_schedules_due ON soniq_schedules (next_run) WHERE paused = 0",
+    """
+    CREATE TABLE IF NOT EXISTS soniq_leader (
+        name        TEXT PRIMARY KEY NOT NULL,
+        holder      TEXT NOT NULL,
+        acquired_at INTEGER NOT NULL,
+        renewed_at  INTEGER NOT NULL,
+        expires_at  INTEGER NOT NULL
+    )
+    """,
+    "ALTER TABLE soniq_jobs ADD COLUMN expires_at INTEGER",
+    # Pruning reads only rows that may expire, oldest expiry first.
+    "CREATE INDEX IF NOT EXISTS soniq_jobs_expires ON soniq_jobs (expires_at) WHERE expires_at IS NOT NULL",
+)
+
+# -- issue 12 (compat-store) ---------------------------------------------------
+_VERSION_5 = (
+    "ALTER TABLE soniq_jobs ADD COLUMN dedup_key TEXT",
+    "ALTER TABLE soniq_jobs ADD COLUMN producer_id TEXT",
+    # At most one queued row per key: enqueue's upsert targets exactly this index.
+    "CREATE UNIQUE INDEX IF NOT EXISTS soniq_jobs_dedup ON soniq_jobs (dedup_key) "
+    "WHERE status = 'queued' AND dedup_key IS NOT NULL",
+)
+
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: _VERSION_1,
+    2: _VERSION_2,
+    3: _VERSION_3,
+    4: _VERSION_4,
+    5: _VERSION_5,
+}
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
-TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers")
+TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers", "soniq_schedules", "soniq_leader")
 
 JOB_COLUMNS = (
     "id, job_name, args, status, attempts, max_attempts, queue, priority, scheduled_at, "
-    "last_error, worker_id, result, created_at, updated_at, started_at, trace_context"
+    "last_error, worker_id, result, created_at, updated_at, started_at, trace_context, expires_at, "
+    "dedup_key, producer_id"
 )
 DEAD_LETTER_COLUMNS = (
     "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "

@@ -93,8 +93,18 @@ async def dead_letter_owned(
     return await move_to_dead_letter(conn, where=_OWNED, params=(job_id, worker_id), error=error, reason=reason)
 
 
-async def replay(conn: aiosqlite.Connection, *, job_id: str, new_job_id: str, scheduled_at: datetime) -> str | None:
-    """Insert a fresh queued copy of a dead-letter row and count the resurrection."""
+async def replay(
+    conn: aiosqlite.Connection,
+    *,
+    job_id: str,
+    new_job_id: str,
+    scheduled_at: datetime,
+    queue: str | None = None,
+    priority: int | None = None,
+    max_attempts: int | None = None,
+    attempts: int = 0,
+) -> str | None:
+    """Insert a fresh queued copy of a dead-letter row (with core's overrides) and count the resurrection."""
     now = now_us()
     rows = list(
         await conn.execute_fetchall(
@@ -105,11 +115,22 @@ async def replay(conn: aiosqlite.Connection, *, job_id: str, new_job_id: str, sc
     )
     if not rows:
         return None
-    job_name, args, queue, max_attempts, priority = rows[0]
+    job_name, args, dead_queue, dead_max_attempts, dead_priority = rows[0]
     await conn.execute(
         "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
-        "scheduled_at, created_at, updated_at) VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?)",
-        (new_job_id, job_name, args, max_attempts, queue, priority, to_us(scheduled_at), now, now),
+        "scheduled_at, created_at, updated_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+        (
+            new_job_id,
+            job_name,
+            args,
+            attempts,
+            dead_max_attempts if max_attempts is None else max_attempts,
+            dead_queue if queue is None else queue,
+            dead_priority if priority is None else priority,
+            to_us(scheduled_at),
+            now,
+            now,
+        ),
     )
     return new_job_id
 

@@ -15,12 +15,13 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from soniq.bus import run_deferred
 from soniq.errors import SNOOZE_MAX_SECONDS, BackendUnavailableError
 from soniq.observers import NackEvent, job_end_event, job_start_event
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.params import ClaimJobsParams, MarkStartedParams, NackJobParams, WaitForJobsParams
 from soniq.records import DeadLetterReason, JobRecord, StaleJobPolicy
-from soniq.retry import RetryPolicy
+from soniq.retry import JobRetryDelays, RetryPolicy
 from soniq.serialization import safe_text
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.settle import Settled, Settler
@@ -75,12 +76,17 @@ class Dispatcher:
         self._settler = Settler(
             worker.backend,
             worker.worker_id,
-            RetryPolicy(base=settings.retry_backoff_base, maximum=settings.retry_backoff_max),
+            JobRetryDelays(  # compat-jobs: per-job retry options and Soniq(retry_policy=...)
+                RetryPolicy(base=settings.retry_backoff_base, maximum=settings.retry_backoff_max),
+                getattr(worker.app, "retry_policy", None),
+            ),
             worker.completions,
             max_result_bytes=settings.max_result_bytes,
             snooze_max_seconds=getattr(settings, "snooze_max_seconds", SNOOZE_MAX_SECONDS),
         )
         self._job_names = tuple(self._registry.names())
+        # compat-jobs (issue 12): app middleware around each call; async hooks awaited in the job's task.
+        self._middleware = tuple(getattr(worker.app, "middleware_chain", ()))
 
     # -- the claim loop --------------------------------------------------------
 
@@ -207,6 +213,8 @@ class Dispatcher:
             run, DeadLetterReason.CORRUPT_ROW.value, error, give_up_at=self._write_deadline()
         )
         self._job_end(run, settled)
+        if self._bus.defers:
+            await run_deferred()  # compat-jobs: async hooks
 
     async def _hand_back_unknown(self, run: JobRun) -> None:
         """A name this worker cannot run (the store ignored `job_names`): give the row back untouched."""
@@ -254,9 +262,12 @@ class Dispatcher:
         timeout = definition.timeout if definition.timeout is not None else self._settings.job_timeout
         run.timeout = timeout
         self._announce(run, definition.handler_kind)
-        call = self._executor.call_async if definition.is_async else self._executor.call_sync
         try:
-            outcome: Outcome = await call(run, run.job.args, timeout)
+            if self._bus.defers:
+                await run_deferred()  # compat-jobs: async before_job hooks finish before the handler
+            outcome: Outcome = await self._executor.call(
+                run, timeout, worker_id=self._worker_id, middleware=self._middleware
+            )
         except asyncio.CancelledError:
             if not run.abandoned:
                 raise
@@ -269,6 +280,8 @@ class Dispatcher:
             nacked = await run.nack_result()
             if nacked is not None:
                 self._job_end(run, Settled(nacked, reason=run.nack_reason))
+                if self._bus.defers:
+                    await run_deferred()  # compat-jobs: async hooks and sinks see the nack too
             return
         run.phase = RunPhase.SETTLING
         self._release_slot(run)
@@ -276,6 +289,8 @@ class Dispatcher:
             self._summary.stuck_job_ids.append(run.job.id)
         settled = await self._settler.settle(run, outcome, give_up_at=self._write_deadline())
         self._job_end(run, settled, outcome.error)
+        if self._bus.defers:
+            await run_deferred()  # compat-jobs: async after_job / on_error hooks
 
     def _job_end(self, run: JobRun, settled: Settled, error: BaseException | None = None) -> None:
         if settled.outcome is JobOutcome.UNWRITTEN:

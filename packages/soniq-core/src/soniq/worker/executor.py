@@ -8,10 +8,13 @@ import contextvars
 import functools
 import logging
 import time
-from collections.abc import Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
+from soniq.context import JobContext
 from soniq.errors import Snooze
+from soniq.hooks import Middleware, build_chain
+from soniq.registry import validated_arguments
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.state import RunPhase
 
@@ -75,6 +78,76 @@ class Executor:
         """Async handlers that would not stop when cancelled, left to finish in the background."""
         self.lost_thread_history: list[str] = []
         self._threads_changed = asyncio.Event()
+
+    # -- compat-jobs (issue 12): one call with model check, JobContext, middleware, returned Snooze --
+
+    async def call(
+        self, run: JobRun, timeout: float | None, *, worker_id: str = "", middleware: Sequence[Middleware] = ()
+    ) -> Outcome:
+        """Call the run's handler; a plain job with no middleware goes straight to `call_async`/`call_sync`."""
+        definition = run.definition
+        assert definition is not None
+        call = self.call_async if definition.is_async else self.call_sync
+        if definition.plain and not middleware:
+            outcome = await call(run, run.job.args, timeout)
+        else:
+            outcome = await self._call_wrapped(run, call, timeout, worker_id, middleware)
+        if outcome.ok and isinstance(outcome.result, Snooze):
+            return _outcome_from_exception(outcome.result)
+        return outcome
+
+    async def _call_wrapped(
+        self,
+        run: JobRun,
+        call: Callable[[JobRun, Mapping[str, Any], float | None], Awaitable[Outcome]],
+        timeout: float | None,
+        worker_id: str,
+        middleware: Sequence[Middleware],
+    ) -> Outcome:
+        definition = run.definition
+        assert definition is not None
+        job = run.job
+        try:
+            args = validated_arguments(definition, job.args)
+        except Exception as exc:
+            return Outcome(ok=False, error=exc)
+        context = JobContext(
+            job_id=job.id,
+            job_name=job.job_name,
+            attempt=job.attempts + 1,
+            max_attempts=job.max_attempts,
+            queue=job.queue,
+            worker_id=worker_id,
+            scheduled_at=job.scheduled_at,
+            created_at=job.created_at,
+        )
+        if definition.context_param is not None:
+            args[definition.context_param] = context
+        if not middleware:
+            return await call(run, args, timeout)
+        inner: list[Outcome] = []
+
+        async def handler(_ctx: JobContext) -> Any:
+            outcome = await call(run, args, timeout)
+            inner.append(outcome)
+            if outcome.ok:
+                return outcome.result
+            assert outcome.error is not None
+            raise outcome.error
+
+        try:
+            result = await build_chain(middleware, handler)(context)
+        except BaseException as exc:
+            if inner and inner[-1].error is exc:
+                return inner[-1]  # keeps timed_out / stuck
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return _outcome_from_exception(exc)
+        if inner and inner[-1].ok and inner[-1].result is result:
+            return inner[-1]
+        return Outcome(ok=True, result=result)
+
+    # -- end compat-jobs --
 
     # -- async handlers --------------------------------------------------------
 

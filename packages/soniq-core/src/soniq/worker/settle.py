@@ -22,7 +22,7 @@ from soniq.errors import Permanent
 from soniq.outcomes import JobOutcome
 from soniq.params import DeadLetterJobParams, RetryJobParams, SnoozeJobParams
 from soniq.records import DeadLetterReason
-from soniq.retry import RetryPolicy, bounded_delay
+from soniq.retry import JobRetryDelays, RetryPolicy, bounded_delay
 from soniq.serialization import ResultError, check_result, safe_text
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.batching import CompletionBatcher
@@ -72,7 +72,7 @@ class Settler:
         self,
         backend: Backend,
         worker_id: str,
-        retry_policy: RetryPolicy,
+        retry_policy: RetryPolicy | JobRetryDelays,
         completions: CompletionBatcher,
         *,
         max_result_bytes: int,
@@ -81,7 +81,7 @@ class Settler:
         self._backend = backend
         self._completions = completions
         self._worker_id = worker_id
-        self._retry = retry_policy
+        self._retry = retry_policy if isinstance(retry_policy, JobRetryDelays) else JobRetryDelays(retry_policy)
         self._max_result_bytes = max_result_bytes
         self._snooze_max = snooze_max_seconds
 
@@ -130,12 +130,25 @@ class Settler:
         error = describe_error(outcome.error)
         attempts_after = job.attempts + 1
         reason: str | None = None
+        delay: float | None = None
         if isinstance(outcome.error, Permanent):
-            reason = DeadLetterReason.NON_RETRYABLE.value
+            reason = getattr(outcome.error, "dead_letter_reason", DeadLetterReason.NON_RETRYABLE.value)
         elif attempts_after >= job.max_attempts:
             reason = DeadLetterReason.STUCK.value if outcome.stuck else DeadLetterReason.MAX_ATTEMPTS.value
+        else:
+            try:
+                delay = self._retry.delay_for(run.definition, attempts_after, outcome.error)
+            except Exception as exc:
+                logger.exception("job %s (%s): the retry policy raised; default backoff used", job.id, job.job_name)
+                error = safe_text(f"{error}\n\nthen the retry policy raised: {type(exc).__name__}: {exc}")
+                delay = self._retry.default.delay(attempts_after)
+            if delay is None:
+                # The app's retry_policy declined another run.
+                reason = DeadLetterReason.NON_RETRYABLE.value
+                error = safe_text(f"the retry policy declined a retry: {error}")
         if reason is None:
-            when = _due_in(self._retry.delay(attempts_after))
+            assert delay is not None
+            when = _due_in(delay)
             ok, written = await self._write(
                 f"retry for job {job.id}",
                 lambda: self._backend.retry_job(
