@@ -1,6 +1,6 @@
 """The Prometheus sink's cost on processing: CPU per job and jobs/s with and without it, interleaved.
 
-    .venv/bin/python benchmarks/prometheus_overhead.py [--url URL] [--jobs 3000] [--pairs 15]
+    .venv/bin/python benchmarks/prometheus_overhead.py [--url URL] [--jobs 3000] [--pairs 15] [--inside]
 
 Each repetition enqueues N no-op async jobs in a fresh schema (or file), then drains
 them with one in-process worker at concurrency 10, once without observers and once
@@ -49,6 +49,31 @@ def postgres_reachable() -> bool:
         return False
 
 
+class InsideTimer:
+    """With ``--inside``: the CPU time the worker spends in its two job-event steps (announcing a start,
+    reporting an end: the `wants_job_events` check, the event, the bus and every hook), summed per drain.
+    The wrapper costs the same on both sides, so the difference between them is the sink's direct cost."""
+
+    def __init__(self) -> None:
+        self.ns = 0
+
+    def install(self) -> None:
+        from soniq.worker._dispatch import Dispatcher
+
+        for name in ("_announce", "_job_end"):
+            original = getattr(Dispatcher, name)
+
+            def timed(*args: Any, _original: Any = original) -> None:
+                started = time.thread_time_ns()
+                _original(*args)
+                self.ns += time.thread_time_ns() - started
+
+            setattr(Dispatcher, name, timed)
+
+
+INSIDE = InsideTimer()
+
+
 async def one_run(url: str, jobs: int, with_sink: bool) -> tuple[float, float]:
     """(jobs/s, CPU microseconds of this process per job) for one drain."""
     sink = PrometheusMetricsSink(registry=CollectorRegistry())
@@ -65,6 +90,7 @@ async def one_run(url: str, jobs: int, with_sink: bool) -> tuple[float, float]:
 
     await app.setup()
     await app.enqueue_many("noop", [{"n": n} for n in range(jobs)])
+    INSIDE.ns = 0
     started, cpu_started = time.perf_counter(), time.process_time()
     await app.run_worker(run_once=True, install_signal_handlers=False)
     elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
@@ -133,7 +159,11 @@ async def main() -> None:
     parser.add_argument("--url", default=default_url)
     parser.add_argument("--jobs", type=int, default=3000)
     parser.add_argument("--pairs", type=int, default=15)
+    parser.add_argument("--inside", action="store_true", help="also time the worker's job-event steps (InsideTimer)")
     args = parser.parse_args()
+    inside: dict[bool, list[float]] = {False: [], True: []}
+    if args.inside:
+        INSIDE.install()
     rates: dict[bool, list[float]] = {False: [], True: []}
     cpu: dict[bool, list[float]] = {False: [], True: []}
     await one_run(args.url, min(args.jobs, 500), False)  # warm-up: imports, connections, caches
@@ -142,6 +172,7 @@ async def main() -> None:
         for flag in (False, True) if rep % 2 == 0 else (True, False):
             gc.collect()  # no run inherits the previous one's garbage
             rate, us = await one_run(args.url, args.jobs, flag)
+            inside[flag].append(INSIDE.ns / args.jobs / 1000)
             rates[flag].append(rate)
             cpu[flag].append(us)
         print(
@@ -152,6 +183,13 @@ async def main() -> None:
     print(f"{backend}, N={args.jobs}, {args.pairs} interleaved pairs (sink off / on):")
     paired("CPU us per job", cpu[False], cpu[True], higher_is_better=False)
     paired("jobs/s", rates[False], rates[True], higher_is_better=True)
+    if args.inside:
+        extra = statistics.median(w - wo for wo, w in zip(inside[False], inside[True], strict=True))
+        print(
+            f"  inside the worker, job-event steps: median {statistics.median(inside[False]):.2f} us per job without, "
+            f"{statistics.median(inside[True]):.2f} with; the sink's direct cost {extra:.2f} us per job, "
+            f"{extra / statistics.median(cpu[False]):.1%} of a job's CPU without it"
+        )
     quiet, sink = event_path_us()
     print(
         f"  job-event path alone (loop of 50,000): {quiet:.2f} us per job with no listener, {sink:.2f} us with the "
