@@ -656,3 +656,14 @@ def test_a_hanging_async_sink_call_is_abandoned_after_its_bound(
 
     with caplog.at_level(logging.ERROR, logger="soniq.metrics"):
         asyncio.run(main())
+
+
+def test_snooze_max_seconds_is_a_checked_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    from soniq import SettingsError
+
+    assert Soniq("memory://", observers="").settings.snooze_max_seconds == 30 * 86400
+    for bad in (0, -1, "soon", float("inf")):
+        with pytest.raises(SettingsError, match="snooze_max_seconds"):
+            Soniq("memory://", observers="", snooze_max_seconds=bad)
+    monkeypatch.setenv("SONIQ_SNOOZE_MAX_SECONDS", "60")
+    assert Soniq("memory://", observers="").settings.snooze_max_seconds == 60.0
