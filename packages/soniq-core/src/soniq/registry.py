@@ -37,11 +37,9 @@ class JobDefinition:
     """The handler parameter annotated `JobContext`, which the worker fills in."""
     call_signature: inspect.Signature | None = field(default=None, compare=False)
     """The handler's signature without the `JobContext` parameter: enqueue binds arguments against it."""
-
-    @property
-    def plain(self) -> bool:
-        """Nothing to do around the call: no model to check, no context to inject."""
-        return self.args_model is None and self.context_param is None
+    plain: bool = True
+    """Nothing to do around the call (no model to check, no context to inject): a field, not a
+    property, since the worker reads it for every run."""
 
     def job_meta(self) -> dict[str, Any]:
         """The job's options under 0.1.0's names, as its `retry_policy.delay_for` received them."""
@@ -254,6 +252,7 @@ def compat_fields(func: Callable[..., Any], extra: Mapping[str, Any]) -> dict[st
     if model is not None:
         fields["args_model"] = check_args_model(extra.get("args_model_option", "args_model"), model)
     fields["context_param"] = context_parameter(func)
+    fields["plain"] = fields.get("args_model") is None and fields["context_param"] is None
     try:
         signature = inspect.signature(func)
     except (TypeError, ValueError):

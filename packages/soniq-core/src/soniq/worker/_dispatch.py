@@ -262,12 +262,15 @@ class Dispatcher:
         timeout = definition.timeout if definition.timeout is not None else self._settings.job_timeout
         run.timeout = timeout
         self._announce(run, definition.handler_kind)
+        call = self._executor.call_async if definition.is_async else self._executor.call_sync
         try:
             if self._bus.defers:
                 await run_deferred()  # compat-jobs: async before_job hooks finish before the handler
-            outcome: Outcome = await self._executor.call(
-                run, timeout, worker_id=self._worker_id, middleware=self._middleware
-            )
+            if definition.plain and not self._middleware:
+                outcome: Outcome = await call(run, run.job.args, timeout)
+            else:  # compat-jobs: args_model, JobContext, middleware
+                worker_id, middleware = self._worker_id, self._middleware
+                outcome = await self._executor.call(run, timeout, worker_id=worker_id, middleware=middleware)
         except asyncio.CancelledError:
             if not run.abandoned:
                 raise

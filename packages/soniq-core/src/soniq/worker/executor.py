@@ -84,15 +84,15 @@ class Executor:
     async def call(
         self, run: JobRun, timeout: float | None, *, worker_id: str = "", middleware: Sequence[Middleware] = ()
     ) -> Outcome:
-        """Call the run's handler; a plain job with no middleware goes straight to `call_async`/`call_sync`."""
+        """Call the run's handler with its model checked, its `JobContext` and the middleware around it.
+
+        The worker calls `call_async` / `call_sync` itself for a plain job with no middleware.
+        """
         definition = run.definition
         assert definition is not None
         call = self.call_async if definition.is_async else self.call_sync
-        if definition.plain and not middleware:
-            outcome = await call(run, run.job.args, timeout)
-        else:
-            outcome = await self._call_wrapped(run, call, timeout, worker_id, middleware)
-        if outcome.ok and isinstance(outcome.result, Snooze):
+        outcome = await self._call_wrapped(run, call, timeout, worker_id, middleware)
+        if outcome.ok and isinstance(outcome.result, Snooze):  # returned by a middleware
             return _outcome_from_exception(outcome.result)
         return outcome
 
@@ -226,7 +226,8 @@ class Executor:
         ok, value = handler.result()
         if not ok:
             return _outcome_from_exception(value)
-        return Outcome(ok=True, result=value)
+        # A returned Snooze (0.1.0's form) is the same instruction as a raised one.
+        return _outcome_from_exception(value) if isinstance(value, Snooze) else Outcome(ok=True, result=value)
 
     # -- sync handlers -----------------------------------------------------------
 
@@ -271,7 +272,8 @@ class Executor:
             raise
         except BaseException as exc:
             return _outcome_from_exception(exc)
-        return Outcome(ok=True, result=result)
+        # A returned Snooze (0.1.0's form) is the same instruction as a raised one.
+        return _outcome_from_exception(result) if isinstance(result, Snooze) else Outcome(ok=True, result=result)
 
     async def _acquire_permit(self, timeout: float | None) -> str | None:
         """Take a pool permit; None once held, else why the run gives up waiting."""
