@@ -32,7 +32,7 @@ from typing import Any
 
 from soniq import Soniq
 from soniq.errors import BackendUnavailableError
-from soniq_contract_tests.chaos.jobs import build_app
+from soniq_contract_tests.chaos.jobs import build_app, stored_job
 from soniq_contract_tests.chaos.report import ChaosConfig, ChaosReport, save_figures, sweep_recoveries
 from soniq_contract_tests.chaos.verdict import Fault, PlannedJob, judge, read_runs
 
@@ -306,7 +306,7 @@ class ChaosRun:
         rows: dict[str, dict[str, Any] | None] = {}
         dead: dict[str, dict[str, Any] | None] = {}
         for job in self.planned:
-            rows[job.job_id] = await self.app.get_job(job.job_id)
+            rows[job.job_id] = await stored_job(self.app, job.job_id)
             if rows[job.job_id] is None:
                 dead[job.job_id] = await self.app.dead_letter.get(job.job_id)
         return rows, dead

@@ -129,3 +129,14 @@ def build_app(url: str, namespace: str | None, **settings: Any) -> Soniq:
 
 if os.environ.get("SONIQ_CHAOS_URL"):
     app = build_app(os.environ["SONIQ_CHAOS_URL"], os.environ.get("SONIQ_CHAOS_NAMESPACE") or None)
+
+
+async def stored_job(app: Soniq, job_id: str) -> dict[str, Any] | None:
+    """The job's row in the jobs table only: `app.get_job` also answers for a dead-lettered job,
+    and the verdict must tell a job row from a dead-letter row."""
+    from soniq.app import job_dict
+    from soniq.params import GetJobParams
+
+    backend = await app.connected_backend()
+    row = await backend.get_job(GetJobParams(job_id=job_id))
+    return job_dict(row) if row is not None else None

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 
 from soniq import Soniq
 from soniq_contract_tests.chaos.driver import WORKER_SETTINGS, spawn_chaos_worker
-from soniq_contract_tests.chaos.jobs import POISON_RETRIES, POISON_TIMEOUT, RELEASE_FILE, build_app
+from soniq_contract_tests.chaos.jobs import POISON_RETRIES, POISON_TIMEOUT, RELEASE_FILE, build_app, stored_job
 from soniq_contract_tests.chaos.report import env_int
 from soniq_contract_tests.chaos.verdict import PlannedJob, Verdict, judge, read_runs
 from soniq_contract_tests.harness import UrlBackendFactory
@@ -220,7 +220,7 @@ class PoisonedRun:
         ends: dict[str, str] = {}
         for job_id, kind in self.poisoned.items():
             expected = POISON[kind.split(":", 1)[0]]
-            row = await self.app.get_job(job_id)
+            row = await stored_job(self.app, job_id)
             dead = await self.app.dead_letter.get(job_id)
             if dead is None:
                 state = row["status"] if row else "missing"
@@ -285,7 +285,7 @@ class PoisonedRun:
             for _ in range(self.config.workers):
                 self.start_worker()
             settle_seconds = await self.settle()
-            rows = {job.job_id: await self.app.get_job(job.job_id) for job in self.planned}
+            rows = {job.job_id: await stored_job(self.app, job.job_id) for job in self.planned}
             dead = {job_id: await self.app.dead_letter.get(job_id) for job_id, row in rows.items() if row is None}
             verdict = judge(self.planned, rows, dead, read_runs(self.runlog), faults=[])
             ends = await self.judge_poisoned()

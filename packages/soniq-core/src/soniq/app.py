@@ -70,6 +70,8 @@ logger = logging.getLogger("soniq")
 PROTOCOL_CHANGES = {
     1: "every operation now takes one parameters object (soniq.params) instead of keyword arguments, "
     "complete_job is gone (complete_jobs only), and recover_stale_workers became find_stale_jobs + rescue_jobs",
+    2: "protocol 3 adds deduplicated enqueue, delete_job, dead-letter filters, bulk delete and stats, result expiry, "
+    "schedules with fire_schedule, the leader lease, pruning, schema_status and setup_schema",
 }
 """What changed since each older protocol version, in one line, for the refusal message."""
 

@@ -9,7 +9,7 @@ does not know them simply never reads. A backend declares the version it
 implements in `BackendCapabilities.protocol_version`; core refuses, at
 construction, a backend that declares a version it does not speak.
 
-Protocol 2 (this version) changed from protocol 1: every operation with
+Protocol 2 changed from protocol 1: every operation with
 arguments takes one positional parameters object instead of keyword
 arguments; `complete_job` and the `batch_complete` capability are gone
 (`complete_jobs` is the one completion write); `heartbeat` no longer takes a
@@ -17,6 +17,13 @@ status (`set_worker_status` says what it does); `recover_stale_workers` is
 replaced by `find_stale_jobs` plus `rescue_jobs`, so that core decides each
 orphaned row's fate and the backend only stores it. The migration note is in
 docs/backends/authoring.md, "Migrating from protocol 1".
+
+Protocol 3 (this version) adds, from protocol 2: deduplicated enqueue
+(`NewJob.dedup_key`, `enqueue_jobs` returns the stored ids), `delete_job`,
+the dead-letter filter, bulk delete and stats, `JobResult.delete_row` and
+`expires_at`, the schedule operations with the fenced `fire_schedule`, the
+leader lease, `prune_jobs` / `prune_dead_letters`, `schema_status` and
+`setup_schema`. "Migrating from protocol 2" in docs/backends/authoring.md lists them.
 
 The state machine lives in core. A backend stores each transition atomically
 and enforces the rules written here; it never decides a transition itself.
@@ -95,9 +102,9 @@ from soniq.records import (
     WorkerRecord,
 )
 
-BACKEND_PROTOCOL_VERSION = 2
+BACKEND_PROTOCOL_VERSION = 3
 
-PROTOCOL_MIGRATION_NOTE = "docs/backends/authoring.md, section 'Migrating from protocol 1'"
+PROTOCOL_MIGRATION_NOTE = "docs/backends/authoring.md, sections 'Migrating from protocol 1' and 'Migrating from protocol 2'"
 
 
 @dataclass(frozen=True, slots=True)
