@@ -10,6 +10,8 @@ in transaction mode).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -63,7 +65,7 @@ from soniq.records import (
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_postgres import migrations, reads
+from soniq_postgres import migrations, pooling, reads
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
@@ -79,6 +81,8 @@ from soniq_postgres.rows import (
     worker_record,
 )
 from soniq_postgres.stale import StaleSql, find_stale_jobs, rescue_jobs
+
+log = logging.getLogger("soniq_postgres")
 
 # A worker's connections beyond one per slot: one claiming, one for
 # heartbeats and recovery (so they never queue behind job results).
@@ -132,6 +136,7 @@ class PostgresBackend:
         # Notification counter as of the last claim: lets `wait_for_jobs`
         # return at once when a job arrived between an empty claim and the wait.
         self._seen_before_claim = 0
+        self._pooling_line: str | None = None  # scale-out: set by _resolve_pooling
         self._capabilities = BackendCapabilities(
             push_wakeup=options.listen,
             transactional_enqueue=True,
@@ -173,6 +178,7 @@ class PostgresBackend:
         self._follow_loop()
         async with self._connect_lock:
             if self._pool is None:
+                await self._resolve_pooling()
                 self._pool = await open_pool(self._options, max_size=self._pool_size)
             if not self._schema_ready:
                 await self._migrate(only_if_missing=True)
@@ -204,6 +210,8 @@ class PostgresBackend:
                     f"database URL (or max_size={needed}), or lower concurrency"
                 )
             await self._grow_pool(needed)
+        self._check_connection_budget(concurrency)
+        await self._check_server_room()
         if self._options.listen:
             await self._start_listener(wait=self._options.connect_timeout)
 
@@ -602,6 +610,7 @@ class PostgresBackend:
         if self._pool is None:
             async with self._connect_lock:
                 if self._pool is None:
+                    await self._resolve_pooling()
                     self._pool = await open_pool(self._options, max_size=self._pool_size)
         return self._pool
 
@@ -651,11 +660,65 @@ class PostgresBackend:
             options = self._options
 
             async def connect() -> asyncpg.Connection:
-                return await open_connection(options, application_name=options.listen_application_name)
+                return await open_connection(
+                    options, application_name=options.listen_application_name, dsn=options.listen_dsn
+                )
 
             self._listener = NotificationListener(connect=connect, channel=options.channel)
         await self._listener.start(wait=wait)
         return self._listener
+
+    # -- scale-out: poolers and the connection budget ----------------------
+
+    async def _resolve_pooling(self) -> None:
+        """Once per backend, before the first pool: what sits in front of PostgreSQL."""
+        if self._pooling_line is not None:
+            return
+        self._options, self._pooling_line = await pooling.resolve(self._options)
+        self._capabilities = dataclasses.replace(self._capabilities, push_wakeup=self._options.listen)
+
+    @property
+    def connection_budget(self) -> int:
+        """Connections this backend may hold: its pool, plus one LISTEN connection."""
+        return self._pool_size + (1 if self._options.listen else 0)
+
+    def _check_connection_budget(self, concurrency: int) -> None:
+        log.info(
+            "%s; connection budget %d (pool of %d for concurrency=%d%s)",
+            self._pooling_line or f"PostgreSQL at {self._options.address}",
+            self.connection_budget,
+            self._pool_size,
+            concurrency,
+            ", one LISTEN connection" if self._options.listen else "",
+        )
+
+    async def _check_server_room(self) -> None:
+        """Refuse a budget the server can never grant (direct connections only: a pooler's
+        clients do not count against max_connections)."""
+        if self._options.transaction_pooled or self._pool is None:
+            return
+        async with translated(self._options), self._pool.acquire() as conn:
+            limit, in_use = await conn.fetchrow(
+                "SELECT current_setting('max_connections')::int - "
+                "current_setting('superuser_reserved_connections')::int, "
+                "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+            )
+        budget = self.connection_budget
+        if budget > limit:
+            raise SoniqError(
+                f"a worker with this pool needs up to {budget} connections to PostgreSQL at "
+                f"{self._options.address}, but the server allows {limit} (max_connections less "
+                "superuser_reserved_connections); lower concurrency or pool_max_size, or put PgBouncer "
+                "in transaction mode in front (see docs/scaling.md)"
+            )
+        if budget > limit - in_use + 1:
+            log.warning(
+                "PostgreSQL at %s has %d free connections and this worker may use up to %d; "
+                "a fleet of workers will run out (see docs/scaling.md: connection budgets)",
+                self._options.address,
+                limit - in_use,
+                budget,
+            )
 
 
 def _encoded_result(value: Any) -> str | None:
