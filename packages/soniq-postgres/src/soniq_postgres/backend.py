@@ -3,8 +3,8 @@
 Claims use ``FOR UPDATE SKIP LOCKED`` in one statement; every write about a
 claimed row is fenced by ``status = 'processing' AND worker_id = <caller>``;
 wake-ups travel over LISTEN/NOTIFY on one dedicated connection per backend,
-with a plain sleep as the fallback (``listen=False``, e.g. behind PgBouncer
-in transaction mode).
+with a plain sleep as the fallback (``listen=False``, or behind PgBouncer in
+transaction mode without a direct ``listen_url``).
 """
 
 from __future__ import annotations
@@ -152,7 +152,10 @@ class PostgresBackend:
         `max_size`/``pool_max_size`` (default 10, grown by `prepare_worker`
         when not given), `listen` (default true; false polls instead of
         LISTEN/NOTIFY), `statement_cache_size` (asyncpg's; 0 for PgBouncer
-        older than 1.21 in transaction mode), `connect_timeout` (seconds).
+        older than 1.21 in transaction mode), `connect_timeout` (seconds),
+        `pooling` (``auto``, ``direct`` or ``transaction``: see
+        `soniq_postgres.pooling`), `listen_url` (a direct URL for LISTEN when
+        the main one goes through a transaction pooler).
         """
         return cls(parse_options(url, options))
 
