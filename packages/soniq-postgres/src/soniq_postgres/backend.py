@@ -3,14 +3,16 @@
 Claims use ``FOR UPDATE SKIP LOCKED`` in one statement; every write about a
 claimed row is fenced by ``status = 'processing' AND worker_id = <caller>``;
 wake-ups travel over LISTEN/NOTIFY on one dedicated connection per backend,
-with a plain sleep as the fallback (``listen=False``, e.g. behind PgBouncer
-in transaction mode).
+with a plain sleep as the fallback (``listen=False``, or behind PgBouncer in
+transaction mode without a direct ``listen_url``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -86,7 +88,7 @@ from soniq.records import (
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_postgres import legacy_010, migrations, reads, schedules, schema_setup
+from soniq_postgres import legacy_010, migrations, pooling, reads, schedules, schema_setup
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
@@ -102,6 +104,8 @@ from soniq_postgres.rows import (
     worker_record,
 )
 from soniq_postgres.stale import StaleSql, find_stale_jobs, rescue_jobs
+
+log = logging.getLogger("soniq_postgres")
 
 # A worker's connections beyond one per slot: one claiming, one for
 # heartbeats and recovery (so they never queue behind job results).
@@ -156,6 +160,7 @@ class PostgresBackend:
         # Notification counter as of the last claim: lets `wait_for_jobs`
         # return at once when a job arrived between an empty claim and the wait.
         self._seen_before_claim = 0
+        self._pooling_line: str | None = None  # scale-out: set by _resolve_pooling
         self._capabilities = BackendCapabilities(
             push_wakeup=options.listen,
             transactional_enqueue=True,
@@ -171,7 +176,10 @@ class PostgresBackend:
         `max_size`/``pool_max_size`` (default 10, grown by `prepare_worker`
         when not given), `listen` (default true; false polls instead of
         LISTEN/NOTIFY), `statement_cache_size` (asyncpg's; 0 for PgBouncer
-        older than 1.21 in transaction mode), `connect_timeout` (seconds).
+        older than 1.21 in transaction mode), `connect_timeout` (seconds),
+        `pooling` (``auto``, ``direct`` or ``transaction``: see
+        `soniq_postgres.pooling`), `listen_url` (a direct URL for LISTEN when
+        the main one goes through a transaction pooler).
         """
         return cls(parse_options(url, options))
 
@@ -197,6 +205,7 @@ class PostgresBackend:
         self._follow_loop()
         async with self._connect_lock:
             if self._pool is None:
+                await self._resolve_pooling()
                 self._pool = await open_pool(self._options, max_size=self._pool_size)
             if not self._schema_ready:
                 await self._migrate(only_if_missing=True)
@@ -235,6 +244,8 @@ class PostgresBackend:
                     f"database URL (or max_size={needed}), or lower concurrency"
                 )
             await self._grow_pool(needed)
+        self._check_connection_budget(concurrency)
+        await self._check_server_room()
         if self._options.listen:
             await self._start_listener(wait=self._options.connect_timeout)
 
@@ -859,6 +870,7 @@ SELECT (SELECT count(*) FROM d) AS total,
         if self._pool is None:
             async with self._connect_lock:
                 if self._pool is None:
+                    await self._resolve_pooling()
                     self._pool = await open_pool(self._options, max_size=self._pool_size)
         return self._pool
 
@@ -910,11 +922,65 @@ SELECT (SELECT count(*) FROM d) AS total,
             options = self._options
 
             async def connect() -> asyncpg.Connection:
-                return await open_connection(options, application_name=options.listen_application_name)
+                return await open_connection(
+                    options, application_name=options.listen_application_name, dsn=options.listen_dsn
+                )
 
             self._listener = NotificationListener(connect=connect, channel=options.channel)
         await self._listener.start(wait=wait)
         return self._listener
+
+    # -- scale-out: poolers and the connection budget ----------------------
+
+    async def _resolve_pooling(self) -> None:
+        """Once per backend, before the first pool: what sits in front of PostgreSQL."""
+        if self._pooling_line is not None:
+            return
+        self._options, self._pooling_line = await pooling.resolve(self._options)
+        self._capabilities = dataclasses.replace(self._capabilities, push_wakeup=self._options.listen)
+
+    @property
+    def connection_budget(self) -> int:
+        """Connections this backend may hold: its pool, plus one LISTEN connection."""
+        return self._pool_size + (1 if self._options.listen else 0)
+
+    def _check_connection_budget(self, concurrency: int) -> None:
+        log.info(
+            "%s; connection budget %d (pool of %d for concurrency=%d%s)",
+            self._pooling_line or f"PostgreSQL at {self._options.address}",
+            self.connection_budget,
+            self._pool_size,
+            concurrency,
+            ", one LISTEN connection" if self._options.listen else "",
+        )
+
+    async def _check_server_room(self) -> None:
+        """Refuse a budget the server can never grant (direct connections only: a pooler's
+        clients do not count against max_connections)."""
+        if self._options.transaction_pooled or self._pool is None:
+            return
+        async with translated(self._options), self._pool.acquire() as conn:
+            limit, in_use = await conn.fetchrow(
+                "SELECT current_setting('max_connections')::int - "
+                "current_setting('superuser_reserved_connections')::int, "
+                "(SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')"
+            )
+        budget = self.connection_budget
+        if budget > limit:
+            raise SoniqError(
+                f"a worker with this pool needs up to {budget} connections to PostgreSQL at "
+                f"{self._options.address}, but the server allows {limit} (max_connections less "
+                "superuser_reserved_connections); lower concurrency or pool_max_size, or put PgBouncer "
+                "in transaction mode in front (see docs/scaling.md)"
+            )
+        if budget > limit - in_use + 1:
+            log.warning(
+                "PostgreSQL at %s has %d free connections and this worker may use up to %d; "
+                "a fleet of workers will run out (see docs/scaling.md: connection budgets)",
+                self._options.address,
+                limit - in_use,
+                budget,
+            )
 
 
 def _encoded_result(value: Any) -> str | None:

@@ -103,10 +103,13 @@ async def open_pool(options: PostgresOptions, *, max_size: int | None = None) ->
     return pool
 
 
-async def open_connection(options: PostgresOptions, *, application_name: str) -> asyncpg.Connection:
+async def open_connection(
+    options: PostgresOptions, *, application_name: str, dsn: str | None = None
+) -> asyncpg.Connection:
+    """One connection outside the pool; `dsn` (the listener's `listen_url`) overrides the URL."""
     try:
         return await asyncpg.connect(
-            options.dsn,
+            dsn or options.dsn,
             timeout=options.connect_timeout,
             statement_cache_size=options.statement_cache_size,
             server_settings={"application_name": application_name},

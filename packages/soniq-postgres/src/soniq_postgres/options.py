@@ -39,7 +39,11 @@ _URL_PARAMETERS: dict[str, str] = {
     "listen": "listen",
     "statement_cache_size": "statement_cache_size",
     "connect_timeout": "connect_timeout",
+    # scale-out: poolers in front of PostgreSQL (see soniq_postgres.pooling)
+    "pooling": "pooling",
+    "listen_url": "listen_url",
 }
+POOLING_MODES: tuple[str, ...] = ("auto", "direct", "transaction")
 ACCEPTED_OPTIONS: tuple[str, ...] = tuple(_URL_PARAMETERS)
 # The libpq-style parameters asyncpg's DSN parser consumes (asyncpg 0.29-0.31).
 CONNECTION_PARAMETERS: tuple[str, ...] = (
@@ -85,10 +89,20 @@ class PostgresOptions:
     listen: bool
     statement_cache_size: int
     connect_timeout: float
+    pooling: str = "auto"
+    """``auto`` (probe at connect), ``direct`` or ``transaction`` (a pooler such as PgBouncer)."""
+    listen_dsn: str | None = None
+    """A direct connection for LISTEN when the main URL goes through a transaction pooler."""
+    listen_explicit: bool = False
+    statement_cache_explicit: bool = False
+    transaction_pooled: bool = False
+    """Set once `pooling` is resolved: the URL reaches PostgreSQL through a transaction pooler."""
 
     def __repr__(self) -> str:
         values = {field.name: getattr(self, field.name) for field in fields(self)}
         values["dsn"] = redact_url(self.dsn)
+        if self.listen_dsn is not None:
+            values["listen_dsn"] = redact_url(self.listen_dsn)
         shown = ", ".join(f"{name}={value!r}" for name, value in values.items())
         return f"PostgresOptions({shown})"
 
@@ -211,8 +225,11 @@ def parse_options(url: str, options: Mapping[str, Any]) -> PostgresOptions:
         listen = _bool("listen", raw["listen"]) if "listen" in raw else True
         cache = _int("statement_cache_size", raw.get("statement_cache_size", 100), minimum=0)
         timeout = _float("connect_timeout", raw.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
+        pooling = _pooling(raw.get("pooling", "auto"))
+        listen_dsn = _listen_dsn(raw.get("listen_url"))
     except ValueError as exc:
         raise InvalidURLError(f"{exc} (PostgreSQL URL {shown!r})") from None
+    _check_wakeup_modes(pooling=pooling, listen=listen, listen_explicit="listen" in raw, listen_dsn=listen_dsn)
     if min_size is None:
         min_size = min(DEFAULT_MIN_SIZE, max_size)
     if min_size > max_size:
@@ -233,7 +250,49 @@ def parse_options(url: str, options: Mapping[str, Any]) -> PostgresOptions:
         listen=listen,
         statement_cache_size=cache,
         connect_timeout=timeout,
+        pooling=pooling,
+        listen_dsn=listen_dsn,
+        listen_explicit="listen" in raw,
+        statement_cache_explicit="statement_cache_size" in raw,
+        transaction_pooled=pooling == "transaction",
     )
+
+
+def _pooling(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text not in POOLING_MODES:
+        raise ValueError(f"option 'pooling' expects one of {', '.join(POOLING_MODES)}, got {value!r}")
+    return text
+
+
+def _listen_dsn(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"option 'listen_url' expects a postgresql:// URL, got {type(value).__name__}")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError as exc:
+        raise ValueError(f"option 'listen_url' is not a valid URL ({redact_text(str(exc))})") from None
+    if parts.scheme.split("+", 1)[0].lower() not in ("postgresql", "postgres"):
+        raise ValueError(f"option 'listen_url' expects a postgresql:// URL, got {redact_url(value)!r}")
+    return urlunsplit(("postgresql", parts.netloc, parts.path, parts.query, parts.fragment))
+
+
+def _check_wakeup_modes(*, pooling: str, listen: bool, listen_explicit: bool, listen_dsn: str | None) -> None:
+    """Refuse option sets that ask for two wake-up modes at once."""
+    if listen_dsn is not None and not listen:
+        raise InvalidURLError(
+            "options 'listen_url' and 'listen=false' contradict each other: listen_url names a connection "
+            "for LISTEN, listen=false turns LISTEN off; drop one"
+        )
+    if pooling == "transaction" and listen_explicit and listen and listen_dsn is None:
+        raise InvalidURLError(
+            "options 'pooling=transaction' and 'listen=true' contradict each other: a transaction pooler "
+            "cannot hold a LISTEN; give listen_url= (a direct connection to PostgreSQL for wake-ups), "
+            "or drop listen=true to poll"
+        )
 
 
 def _address(parts: SplitResult, query: Mapping[str, str]) -> tuple[str, int]:

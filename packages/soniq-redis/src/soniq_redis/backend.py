@@ -92,6 +92,7 @@ from soniq.records import (
     WorkerStatus,
 )
 from soniq_redis import reads, schedules
+from soniq_redis.cluster import check_mode
 from soniq_redis.connection import RedisTarget, translated_errors
 from soniq_redis.keys import KeySpace
 from soniq_redis.rows import (
@@ -151,7 +152,7 @@ class RedisBackend:
 
     def __init__(self, target: RedisTarget) -> None:
         self._target = target
-        self.keys = KeySpace.for_namespace(target.options["namespace"])
+        self.keys = KeySpace.for_namespace(target.options["namespace"], cluster=target.cluster)
         self._client: Redis | None = None
         self._scripts: Scripts | None = None
         self._wakeups: WakeupListener | None = None
@@ -202,6 +203,7 @@ class RedisBackend:
             try:
                 with translated_errors(self._target, connecting=True):
                     await client.ping()
+                    await check_mode(client, self._target)
                     scripts = Scripts(client, self.keys.prefix)
                     await scripts.load_all()
                     await self._ensure_schema(client)

@@ -25,6 +25,8 @@ from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError
 from soniq.redaction import redact_text, redact_url
 
 SCHEMES = ("redis", "rediss")
+CLUSTER_SUFFIX = "cluster"
+"""``redis+cluster://`` and ``rediss+cluster://`` talk to a Redis Cluster (see soniq_redis.cluster)."""
 DEFAULT_PORT = 6379
 
 # Options `from_url` accepts beside the URL, with their defaults. Each is also
@@ -36,14 +38,27 @@ ACCEPTED_OPTIONS: Mapping[str, Any] = {
     "socket_timeout": None,
     "socket_connect_timeout": 5.0,
     "client_name": None,
+    "cluster": None,
 }
-_OPTION_TYPES: Mapping[str, type] = {
+_OPTION_TYPES: Mapping[str, Any] = {
     "namespace": str,
     "max_connections": int,
     "socket_timeout": float,
     "socket_connect_timeout": float,
     "client_name": str,
+    "cluster": lambda value: _flag("cluster", value),
 }
+
+
+def _flag(name: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"option {name} expects true or false, got {value!r}")
 
 
 class StatusRejectedError(SoniqError, ValueError):
@@ -70,6 +85,8 @@ class RedisTarget:
     db: int
     tls: bool
     options: Mapping[str, Any] = field(default_factory=dict)
+    cluster: bool = False
+    """A Redis Cluster: redis-py's cluster client, every namespace in one hash slot."""
 
     @property
     def where(self) -> str:
@@ -77,7 +94,8 @@ class RedisTarget:
 
     def __repr__(self) -> str:
         # Reprs end up in tracebacks and error trackers: never with the password.
-        return f"RedisTarget({redact_url(self.url)!r}, db={self.db}, tls={self.tls})"
+        shown = f"RedisTarget({redact_url(self.url)!r}, db={self.db}, tls={self.tls}"
+        return shown + (", cluster=True)" if self.cluster else ")")
 
     @classmethod
     def parse(cls, url: str, options: Mapping[str, Any]) -> RedisTarget:
@@ -92,9 +110,12 @@ class RedisTarget:
             port = parts.port or DEFAULT_PORT
         except ValueError as exc:
             raise InvalidURLError(f"invalid Redis URL {redact_url(url)!r}: {redact_text(str(exc))}") from None
-        scheme = parts.scheme.lower()
-        if scheme not in SCHEMES:
-            raise InvalidURLError(f"invalid Redis URL {redact_url(url)!r}: expected redis://host:port/db or rediss://")
+        scheme, _, suffix = parts.scheme.lower().partition("+")
+        if scheme not in SCHEMES or suffix not in ("", CLUSTER_SUFFIX):
+            raise InvalidURLError(
+                f"invalid Redis URL {redact_url(url)!r}: expected redis://host:port/db, rediss://, "
+                "or redis+cluster://host:port for a Redis Cluster"
+            )
         path = parts.path.strip("/")
         try:
             db = int(path) if path else 0
@@ -111,18 +132,20 @@ class RedisTarget:
             try:
                 from_query[key] = _OPTION_TYPES[key](value)
             except ValueError:
+                kind = "true or false" if key == "cluster" else f"a {_OPTION_TYPES[key].__name__}"
                 raise InvalidURLError(
-                    f"invalid Redis URL {redact_url(url)!r}: option {key}={value!r} "
-                    f"must be a {_OPTION_TYPES[key].__name__}"
+                    f"invalid Redis URL {redact_url(url)!r}: option {key}={value!r} must be {kind}"
                 ) from None
         merged = {**ACCEPTED_OPTIONS, **from_query, **options}
+        cluster = _cluster_mode(url, suffix == CLUSTER_SUFFIX, merged["cluster"], db)
         return cls(
-            url=urlunsplit(parts._replace(query=urlencode(kept))),
+            url=urlunsplit(parts._replace(scheme=scheme, query=urlencode(kept))),
             host=parts.hostname or "localhost",
             port=port,
             db=db,
             tls=scheme == "rediss",
             options=merged,
+            cluster=cluster,
         )
 
     def client(self) -> Redis:
@@ -140,7 +163,29 @@ class RedisTarget:
         for name in ("max_connections", "socket_timeout", "client_name"):
             if self.options[name] is not None:
                 kwargs[name] = self.options[name]
+        if self.cluster:
+            from soniq_redis.cluster import cluster_client
+
+            return cluster_client(self.url, kwargs)
         return Redis.from_url(self.url, **kwargs)
+
+
+def _cluster_mode(url: str, by_scheme: bool, option: Any, db: int) -> bool:
+    """Cluster or not, from the scheme and the `cluster` option; refuse a URL that says both."""
+    if option is not None and not isinstance(option, bool):
+        option = _flag("cluster", option)
+    if by_scheme and option is False:
+        raise InvalidURLError(
+            f"Redis URL {redact_url(url)!r} names two modes: the redis+cluster:// scheme asks for a Redis "
+            "Cluster and cluster=false for a single server; drop one"
+        )
+    cluster = by_scheme or option is True
+    if cluster and db != 0:
+        raise InvalidURLError(
+            f"Redis URL {redact_url(url)!r}: a Redis Cluster has only database 0, the URL names database {db}; "
+            "separate applications with namespace= instead"
+        )
+    return cluster
 
 
 def is_connection_failure(exc: BaseException) -> bool:

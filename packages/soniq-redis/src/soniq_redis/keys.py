@@ -5,6 +5,11 @@ Without a namespace every key starts with ``soniq:``; with one, with
 tag (all of a namespace's keys hash to one slot, which multi-key scripts
 need), and they keep namespaces apart: no default key starts with ``soniq:{``,
 so dropping the default namespace never touches a named one.
+
+On a Redis Cluster the default namespace needs a hash tag too: there it is
+stored as the namespace ``default`` (prefix ``soniq:{default}:``). New keys
+must be built from `KeySpace.prefix` (or `KeySpace.key`) so they stay in the
+namespace's slot.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BASE_PREFIX = "soniq:"
+CLUSTER_DEFAULT_NAMESPACE = "default"
 _GLOB_SPECIAL = frozenset("*?[]\\")
 
 
@@ -29,7 +35,9 @@ class KeySpace:
     namespace: str | None = None
 
     @classmethod
-    def for_namespace(cls, namespace: str | None) -> KeySpace:
+    def for_namespace(cls, namespace: str | None, *, cluster: bool = False) -> KeySpace:
+        if namespace is None and cluster:
+            namespace = CLUSTER_DEFAULT_NAMESPACE
         if namespace is None:
             return cls(prefix=BASE_PREFIX)
         if not isinstance(namespace, str) or not namespace:
@@ -37,6 +45,10 @@ class KeySpace:
         if "{" in namespace or "}" in namespace:
             raise ValueError(f"namespace must not contain '{{' or '}}', got {namespace!r}")
         return cls(prefix=f"{BASE_PREFIX}{{{namespace}}}:", namespace=namespace)
+
+    def key(self, name: str) -> str:
+        """Any key of this namespace: the prefix (and so the cluster hash slot) followed by `name`."""
+        return f"{self.prefix}{name}"
 
     def job(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}"

@@ -14,6 +14,8 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
+from soniq_redis.cluster import is_cluster_client
+
 SCRIPT_NAMES: tuple[str, ...] = (
     # issue 12 (compat-store)
     "delete_job",
@@ -76,10 +78,15 @@ class Scripts:
 
     async def load_all(self) -> None:
         """SCRIPT LOAD every script once, so the first calls find them cached."""
+        if is_cluster_client(self._client):  # no pipelined SCRIPT LOAD there; each call reaches every master
+            for script in self._scripts.values():
+                await self._client.script_load(script.script)
+            return
         async with self._client.pipeline(transaction=False) as pipe:
             for script in self._scripts.values():
                 pipe.script_load(script.script)
             await pipe.execute()
 
     async def run(self, name: str, *args: str | int) -> Any:
-        return await self._scripts[name](keys=[], args=[self._prefix, *args])
+        # The one declared key routes the call to the namespace's slot on a Redis Cluster.
+        return await self._scripts[name](keys=[self._prefix + "schema"], args=[self._prefix, *args])
