@@ -104,7 +104,9 @@ from soniq.records import (
 
 BACKEND_PROTOCOL_VERSION = 3
 
-PROTOCOL_MIGRATION_NOTE = "docs/backends/authoring.md, sections 'Migrating from protocol 1' and 'Migrating from protocol 2'"
+PROTOCOL_MIGRATION_NOTE = (
+    "docs/backends/authoring.md, sections 'Migrating from protocol 1' and 'Migrating from protocol 2'"
+)
 
 
 @dataclass(frozen=True, slots=True)
