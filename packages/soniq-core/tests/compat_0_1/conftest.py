@@ -46,8 +46,13 @@ async def every_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Async
     with use_backend(url, namespace=namespace):
         yield kind
     made = [app for app in Soniq.instances() if id(app) not in before]
-    if made and kind in ("postgres", "redis"):
-        await made[0].connect()
-        await made[0].backend.drop_schema()
+    # Close every app first: a connection still open in another app would hold the schema's locks.
     for app in made:
         await app.close()
+    if made and kind in ("postgres", "redis"):
+        cleaner = Soniq(url, backend_options={"namespace": namespace})
+        try:
+            await cleaner.connect()
+            await cleaner.backend.drop_schema()
+        finally:
+            await cleaner.close()

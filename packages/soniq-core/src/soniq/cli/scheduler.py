@@ -1,4 +1,4 @@
-"""``soniq scheduler [MODULES]``: the scheduler loop and the leader duties alone, without claiming jobs."""
+"""``soniq scheduler [APP | MODULES]``: the scheduler loop and the leader duties alone, without claiming jobs."""
 
 from __future__ import annotations
 
@@ -22,8 +22,11 @@ logger = logging.getLogger("soniq.scheduler")
 
 
 def cmd_scheduler(args: argparse.Namespace) -> int:
-    if args.app and not args.jobs_modules:
-        args.jobs_modules = args.app
+    target: str | None = args.target
+    if target and ":" in target:
+        args.app_positional = target  # module:attr, as every command takes it
+    elif target and not args.jobs_modules:
+        args.jobs_modules = target
     app = build_app(args, need_jobs=False)
 
     async def body(app: Soniq) -> None:
@@ -65,10 +68,11 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
         help="run only the scheduler loop and the leader's duties (pruning) until SIGTERM/SIGINT",
     )
     p.add_argument(
-        "app",
+        "target",
         nargs="?",
         default=None,
-        metavar="MODULES",
-        help="jobs modules declaring @app.periodic schedules (same as --jobs-modules)",
+        metavar="APP|MODULES",
+        help="the app as module:attr (same as --app), or jobs modules declaring @app.periodic schedules "
+        "(same as --jobs-modules)",
     )
     p.set_defaults(func=cmd_scheduler, parser=p)

@@ -16,7 +16,7 @@ from soniq_django.schema import create_schema
 class Migration(migrations.Migration):
     atomic = False
 
-    dependencies: ClassVar[list[tuple[str, str]]] = [("soniq_django", "0001_initial")]
+    dependencies: ClassVar[list[tuple[str, str]]] = [("soniq_django", "0002_schedules_lease_expiry")]
 
     operations: ClassVar[list[migrations.operations.base.Operation]] = [
         migrations.RunPython(create_schema, migrations.RunPython.noop, elidable=False),
