@@ -1,19 +1,12 @@
-"""A real soniq 0.1.0 in a throwaway virtualenv, and a database of its own for each test.
-
-The virtualenv is built once per Python version under the temp dir (keyed by the 0.1.0
-version, guarded by a file lock so parallel test workers build it once) and reused by
-later runs. Without a reachable package index the tests skip, unless CI=true.
-"""
+"""A database of its own for each 0.1.0 upgrade test; the 0.1.0 virtualenv comes from
+`soniq_contract_tests.legacy_venv`."""
 
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import json
 import os
 import subprocess
-import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,41 +16,11 @@ import asyncpg
 import pytest
 import pytest_asyncio
 
-LEGACY_VERSION = "0.1.0"
+from soniq_contract_tests.legacy_venv import legacy_python
+
+__all__ = ["legacy_python"]
+
 POPULATE = Path(__file__).with_name("populate_010.py")
-
-
-def _skip_or_fail(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="session")
-def legacy_python() -> Path:
-    """The interpreter of a virtualenv with soniq==0.1.0 installed from the package index."""
-    tag = f"soniq-{LEGACY_VERSION}-py{sys.version_info.major}{sys.version_info.minor}"
-    root = Path(tempfile.gettempdir()) / "soniq-legacy-venvs"
-    root.mkdir(exist_ok=True)
-    venv = root / tag
-    python = venv / "bin" / "python"
-    with open(root / f"{tag}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (venv / "ready").exists():
-            subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
-            install = subprocess.run(
-                [str(python), "-m", "pip", "install", "--quiet", f"soniq=={LEGACY_VERSION}", "aiosqlite"],
-                capture_output=True,
-                text=True,
-                timeout=600,
-            )
-            if install.returncode != 0:
-                _skip_or_fail(
-                    f"could not install soniq=={LEGACY_VERSION} from the package index into {venv} "
-                    f"(is the index reachable?): {install.stderr.strip()[-400:]}"
-                )
-            (venv / "ready").write_text("ok\n")
-    return python
 
 
 @pytest_asyncio.fixture

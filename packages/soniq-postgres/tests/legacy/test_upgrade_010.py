@@ -248,29 +248,6 @@ def test_concurrent_setups_upgrade_once(legacy_010_db: tuple[str, dict[str, str]
     )
 
 
-def test_sqlite_010_database_is_refused_and_untouched(legacy_python: Any, tmp_path: Any) -> None:
-    path = tmp_path / "legacy.db"
-    script = (
-        "import asyncio, os, sys\n"
-        "os.environ['SONIQ_ENQUEUE_VALIDATION'] = 'none'\n"
-        "from soniq import Soniq\n"
-        "app = Soniq(database_url=sys.argv[1])\n"
-        "async def main():\n"
-        "    await app.setup()\n"
-        "    await app.enqueue('legacy.send', args={'to': 'a'})\n"
-        "    await app.close()\n"
-        "asyncio.run(main())\n"
-    )
-    made = subprocess.run([str(legacy_python), "-c", script, str(path)], capture_output=True, text=True, timeout=120)
-    assert made.returncode == 0, made.stderr
-    before = path.read_bytes()
-    refused = soniq_cli("setup", "--database-url", f"sqlite:///{path}")
-    assert refused.returncode == 1
-    assert "soniq 0.1.0 SQLite database" in refused.stderr
-    assert "Nothing was changed" in refused.stderr
-    assert path.read_bytes() == before
-
-
 @pytest.mark.asyncio
 async def test_newer_and_foreign_schemas_are_refused(legacy_db: str) -> None:
     url = legacy_db

@@ -213,7 +213,7 @@ class SQLiteBackend:
 
     async def setup_schema(self, params: SetupSchemaParams, /) -> SchemaReport:
         await self._db.open()
-        return await upgrade_schema(self._db, dry_run=params.dry_run)
+        return await upgrade_schema(self._db, dry_run=params.dry_run, force=params.force)
 
     async def prepare_worker(self, params: PrepareWorkerParams, /) -> None:
         # One connection serves any number of in-flight rows; nothing to size.

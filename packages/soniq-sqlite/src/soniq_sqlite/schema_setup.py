@@ -6,6 +6,7 @@ import aiosqlite
 
 from soniq.records import SchemaReport
 from soniq.schema_state import SchemaFamily, SchemaStateError
+from soniq_sqlite import legacy_010
 from soniq_sqlite.connection import Database
 from soniq_sqlite.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
 
@@ -19,7 +20,7 @@ async def ensure_schema(db: Database) -> None:
     """First use: a cheap version read, and the full upgrade only when it is behind."""
     rows = await db.fetchall("PRAGMA user_version")
     if int(rows[0][0]) != SCHEMA_VERSION:
-        await upgrade_schema(db)
+        await upgrade_schema(db, explicit=False)
 
 
 async def _foreign_family(conn: aiosqlite.Connection) -> SchemaFamily | None:
@@ -33,11 +34,14 @@ async def _foreign_family(conn: aiosqlite.Connection) -> SchemaFamily | None:
     return SchemaFamily.LEGACY_010 if "unique_job" in columns and "args_hash" in columns else SchemaFamily.FOREIGN
 
 
-async def upgrade_schema(db: Database, *, dry_run: bool = False) -> SchemaReport:
+async def upgrade_schema(
+    db: Database, *, dry_run: bool = False, force: bool = False, explicit: bool = True
+) -> SchemaReport:
     """Run every migration above the file's version in one ``BEGIN IMMEDIATE``.
 
     A second process doing the same waits on the write lock, then reads the
-    new version and has nothing left to do.
+    new version and has nothing left to do. `explicit` is False for first use by
+    a worker or producer, which never upgrades a soniq 0.1.0 file.
     """
 
     reports: list[SchemaReport] = []
@@ -52,12 +56,19 @@ async def upgrade_schema(db: Database, *, dry_run: bool = False) -> SchemaReport
             )
         foreign = await _foreign_family(conn) if current == 0 else None
         if foreign is SchemaFamily.LEGACY_010:
-            raise SchemaStateError(
-                foreign,
-                f"{db.location.describe()} holds a soniq 0.1.0 SQLite database; this release upgrades 0.1.0 "
-                "databases in place on PostgreSQL only. Nothing was changed: drain it with soniq 0.1.0 "
-                "(let its workers finish the queue), then start from a new file",
+            where = db.location.describe()
+            if not explicit:
+                raise legacy_010.needs_setup(where)
+            pending = tuple(range(1, SCHEMA_VERSION + 1))
+            if dry_run:
+                statements = legacy_010.dry_run_statements()
+            else:
+                statements = await legacy_010.upgrade(conn, where, force=force)
+                await conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            reports.append(
+                SchemaReport(foreign.value, (), pending, statements, upgraded_from=foreign.value, dry_run=dry_run)
             )
+            return
         if foreign is not None:
             raise SchemaStateError(
                 foreign,
