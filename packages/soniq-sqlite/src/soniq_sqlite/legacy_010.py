@@ -88,7 +88,25 @@ def drop_sql() -> list[str]:
     return [f"DROP TABLE {ASIDE_PREFIX}{table}" for table in LEGACY_TABLES]
 
 
-def dry_run_statements() -> tuple[str, ...]:
+async def check_tables(conn: aiosqlite.Connection, where: str) -> None:
+    """All of 0.1.0's tables must be there: a file with only some of them is not one to convert."""
+    names = {str(row[0]) for row in await conn.execute_fetchall("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    missing = [table for table in LEGACY_TABLES if table not in names]
+    if missing:
+        raise SchemaStateError(
+            SchemaFamily.FOREIGN,
+            f"{where} has a soniq 0.1.0 soniq_jobs table but not {', '.join(missing)}, so it is only part of a "
+            "0.1.0 database; nothing was changed. Restore the file from a backup, or point SONIQ_DATABASE_URL "
+            "at another file",
+        )
+
+
+async def plan(conn: aiosqlite.Connection, where: str, *, force: bool) -> tuple[str, ...]:
+    """The dry run: the same checks as `upgrade`, and the statements it would run."""
+    await check_tables(conn, where)
+    await register_functions(conn)
+    if not force:
+        await check_workers(conn, now_us())
     return (FUNCTION_NOTE, *upgrade_sql(now_us()), UNIQUE_KEYS_NOTE, *drop_sql())
 
 
@@ -111,6 +129,7 @@ async def register_functions(conn: aiosqlite.Connection) -> None:
 
 async def upgrade(conn: aiosqlite.Connection, where: str, *, force: bool) -> tuple[str, ...]:
     """Run the whole upgrade on `conn`, already inside a write transaction; the statements run."""
+    await check_tables(conn, where)
     await register_functions(conn)
     now = now_us()
     if not force:

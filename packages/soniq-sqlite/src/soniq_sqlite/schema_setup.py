@@ -61,7 +61,7 @@ async def upgrade_schema(
                 raise legacy_010.needs_setup(where)
             pending = tuple(range(1, SCHEMA_VERSION + 1))
             if dry_run:
-                statements = legacy_010.dry_run_statements()
+                statements = await legacy_010.plan(conn, where, force=force)
             else:
                 statements = await legacy_010.upgrade(conn, where, force=force)
                 await conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")

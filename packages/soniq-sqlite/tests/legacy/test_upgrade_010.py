@@ -164,6 +164,8 @@ async def test_fresh_010_heartbeats_refuse_the_upgrade_unless_forced(
     refused = soniq_cli("setup", "--database-url", url_of(path))
     assert refused.returncode == 1
     assert "soniq setup --force" in refused.stderr
+    assert soniq_cli("setup", "--dry-run", "--database-url", url_of(path)).returncode == 1
+    assert path.read_bytes() == before
     forced = soniq_cli("setup", "--force", "--database-url", url_of(path))
     assert forced.returncode == 0, forced.stderr
     assert sorted(row[0] for row in query(path, "SELECT id FROM soniq_jobs")) == sorted(ids[k] for k in JOB_KEYS)
@@ -207,3 +209,18 @@ def test_concurrent_setups_upgrade_once(legacy_010_file: tuple[Path, dict[str, s
     assert [proc.returncode for proc in procs] == [0, 0, 0], [err for _, err in outputs]
     assert len([out for out, _ in outputs if "upgraded the soniq-0.1.0 schema" in out]) == 1
     assert sorted(row[0] for row in query(path, "SELECT id FROM soniq_jobs")) == sorted(ids[k] for k in JOB_KEYS)
+
+
+def test_a_partial_010_file_is_refused_and_untouched(legacy_010_file: tuple[Path, dict[str, str]]) -> None:
+    path, _ = legacy_010_file
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DROP TABLE soniq_dead_letter_jobs")
+    conn.close()
+    before = path.read_bytes()
+    for args in (("setup",), ("setup", "--dry-run")):
+        refused = soniq_cli(*args, "--database-url", url_of(path))
+        assert refused.returncode == 1
+        assert "only part of a 0.1.0 database" in refused.stderr
+        assert "soniq_dead_letter_jobs" in refused.stderr
+    assert path.read_bytes() == before
