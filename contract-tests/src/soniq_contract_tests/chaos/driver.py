@@ -195,12 +195,13 @@ class ChaosRun:
             self.violations.append(f"worker {worker.pid} exited with code {code} unasked or uncleanly: {tail}")
 
     def _start_cut_by_connection_kill(self, worker: ChaosWorker) -> bool:
-        """A start-up query lost to a connection kill ends the process with one line (its supervisor
-        restarts it); that is the documented behaviour, not a violation."""
+        """A start-up query lost to a connection kill (or, on a Redis Cluster, to a master failover
+        in progress) ends the process with one line (its supervisor restarts it); that is the
+        documented behaviour, not a violation."""
         errors = [line for line in worker.log().splitlines() if line.startswith("soniq: error:")]
         return (
             len(errors) == 1
-            and "lost the connection" in errors[0]
+            and ("lost the connection" in errors[0] or "is unavailable" in errors[0])
             and any(f.kind == "connection_kill" for f in self.faults)
         )
 
