@@ -195,6 +195,11 @@ async def advance(conn: aiosqlite.Connection, params: FireScheduleParams) -> boo
 
 
 async def acquire(db: Database, params: AcquireLeaseParams) -> LeaseRecord | None:
+    # Every worker asks for the lease; a plain read turns away the ones that cannot have it now,
+    # so they take no write lock (SQLite has one writer). The fenced write below still decides.
+    held = await current_lease(db, params.name)
+    if held is not None and held.holder != params.holder:
+        return None
     now = now_us()
     values = {
         "name": params.name,
