@@ -224,18 +224,26 @@ async def _failover_master_of(backend: RedisBackend) -> tuple[str, str]:
     assert client is not None
     slot = await client.cluster_keyslot(backend.keys.schema)  # type: ignore[attr-defined]
     host, port = _seed()
-    seed = Redis(host=host, port=port, decode_responses=True)
-    try:
-        nodes = str(await seed.execute_command("CLUSTER", "NODES"))
-    finally:
-        await seed.aclose()
-    rows = [line.split() for line in nodes.splitlines() if line.strip()]
-    master = next(
-        row
-        for row in rows
-        if "master" in row[2] and "fail" not in row[2] and any(_in_range(slot, spec) for spec in row[8:])
-    )
-    replica = next(row for row in rows if row[3] == master[0] and "fail" not in row[2])
+    # The replica of an earlier failover may still be rejoining: wait for the master to have one.
+    replica_wait = time.monotonic() + 60
+    while True:
+        seed = Redis(host=host, port=port, decode_responses=True)
+        try:
+            nodes = str(await seed.execute_command("CLUSTER", "NODES"))
+        finally:
+            await seed.aclose()
+        rows = [line.split() for line in nodes.splitlines() if line.strip()]
+        master = next(
+            row
+            for row in rows
+            if "master" in row[2] and "fail" not in row[2] and any(_in_range(slot, spec) for spec in row[8:])
+        )
+        found = next((row for row in rows if row[3] == master[0] and "fail" not in row[2]), None)
+        if found is not None:
+            replica = found
+            break
+        assert time.monotonic() < replica_wait, f"master {master[1]} has no healthy replica after 60 s"
+        await asyncio.sleep(0.5)
     address = replica[1].split("@", 1)[0]
     replica_host, replica_port = address.rsplit(":", 1)
     node = Redis(host=replica_host, port=int(replica_port), decode_responses=True)
