@@ -18,12 +18,36 @@ replaced by `find_stale_jobs` plus `rescue_jobs`, so that core decides each
 orphaned row's fate and the backend only stores it. The migration note is in
 docs/backends/authoring.md, "Migrating from protocol 1".
 
-Protocol 3 (this version) adds, from protocol 2: deduplicated enqueue
+Protocol 3 added, from protocol 2: deduplicated enqueue
 (`NewJob.dedup_key`, `enqueue_jobs` returns the stored ids), `delete_job`,
 the dead-letter filter, bulk delete and stats, `JobResult.delete_row` and
 `expires_at`, the schedule operations with the fenced `fire_schedule`, the
 leader lease, `prune_jobs` / `prune_dead_letters`, `schema_status` and
 `setup_schema`. "Migrating from protocol 2" in docs/backends/authoring.md lists them.
+
+Protocol 4 (this version) adds, from protocol 3 (issue 19): job dependencies
+(`NewJob.depends_on` and `dependency_policy`, the `waiting_on` count, and
+"Dependencies" below), fleet-wide limits inside the claim
+(`ClaimJobsParams.limits`, `NewJob.limit_key`), cancelling a running job
+(`request_cancel`, `cancel_requests`, `finish_cancel`, `JobRecord.cancel_requested`)
+and waiting for jobs (`watch_jobs`, `wait_for_job_changes`, the `push_job_changes`
+capability). "Migrating from protocol 3" in docs/backends/authoring.md lists them.
+
+Dependencies. A row with ``waiting_on > 0`` is never claimed. A dependency is
+*resolved* when its row becomes `done` (including a completion that deletes the
+row), and *failed* when its row becomes `cancelled` (by `cancel_job`,
+`request_cancel`, `finish_cancel` or a cascade), is moved to the dead-letter
+table (`dead_letter_job`, `rescue_jobs`, `expire_unknown_jobs`), or is deleted
+by `delete_job` before it was `done`. In the same transaction or script as that
+write, every dependent row still `queued` with ``waiting_on > 0`` is updated:
+on resolved, or on failed with policy `run`, ``waiting_on -= 1`` (at 0 the row
+becomes claimable and workers may be woken as for an insert); on failed with
+policy `cancel`, the dependent becomes `cancelled` with ``waiting_on = 0`` and
+``last_error = "dependency <id> was cancelled"`` (or ``"... was dead-lettered"``),
+which in turn fails its own dependents. Retries, snoozes, nacks and rescues
+that requeue are not terminal and resolve nothing. Fan-in stays cheap: one
+dependency's resolution touches its dependents only (an edge list per
+dependency), never a scan of all waiting rows.
 
 The state machine lives in core. A backend stores each transition atomically
 and enforces the rules written here; it never decides a transition itself.
@@ -42,6 +66,7 @@ from typing import Protocol, runtime_checkable
 from soniq.params import (
     AcquireLeaseParams,
     CancelJobParams,
+    CancelRequestsParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
@@ -53,6 +78,7 @@ from soniq.params import (
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -76,6 +102,7 @@ from soniq.params import (
     ReleaseLeaseParams,
     RemoveScheduleParams,
     ReplayDeadLetterParams,
+    RequestCancelParams,
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
@@ -83,10 +110,13 @@ from soniq.params import (
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
+    WaitForJobChangesParams,
     WaitForJobsParams,
+    WatchJobsParams,
 )
 from soniq.records import (
     ActivityBucket,
+    CancelOutcome,
     DeadLetterPage,
     DeadLetterRecord,
     DeadLetterStats,
@@ -102,10 +132,11 @@ from soniq.records import (
     WorkerRecord,
 )
 
-BACKEND_PROTOCOL_VERSION = 3
+BACKEND_PROTOCOL_VERSION = 4
 
 PROTOCOL_MIGRATION_NOTE = (
-    "docs/backends/authoring.md, sections 'Migrating from protocol 1' and 'Migrating from protocol 2'"
+    "docs/backends/authoring.md, sections 'Migrating from protocol 1', 'Migrating from protocol 2' "
+    "and 'Migrating from protocol 3'"
 )
 
 
@@ -121,6 +152,9 @@ class BackendCapabilities:
     """Several worker processes may share the store (False for in-process memory)."""
     timestamp_precision: timedelta = timedelta(microseconds=1)
     protocol_version: int = BACKEND_PROTOCOL_VERSION
+    push_job_changes: bool = False
+    """`wait_for_job_changes` returns promptly when another process finishes a watched job
+    or requests a cancel (protocol 4); without it core polls, once per process."""
 
 
 @runtime_checkable
@@ -175,7 +209,20 @@ class Backend(Protocol):
         `dedup_key` becomes None); cancel and dead-letter release it too. Core
         never sends two jobs with the same key in one call. Stores `producer_id`.
         Returns the stored id of every job, in order; None means every job was
-        inserted under its own id (what a backend without deduplication returns)."""
+        inserted under its own id (what a backend without deduplication returns).
+
+        Dependencies (protocol 4): every id in a job's `depends_on` must be a
+        `soniq_jobs` row, a dead-letter row, or a job earlier in the same call;
+        otherwise `soniq.errors.UnknownDependencyError` (listing the missing ids)
+        is raised and nothing of the call is stored. Each dependency is read as it
+        stands in the same transaction: `done` is resolved; `cancelled` or
+        dead-lettered is failed; `queued` or `processing` is pending. The row is
+        stored with ``waiting_on`` = the pending count plus, under policy `run`,
+        nothing for failed ones; under policy `cancel`, one failed dependency
+        stores the row as `cancelled` with ``last_error`` as in "Dependencies"
+        (and ``waiting_on = 0``). The store records an edge per pending
+        dependency so that its resolution finds this row. Stores `depends_on`,
+        `dependency_policy` and `limit_key` as given."""
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         """The row, or None when no `soniq_jobs` row has that id."""
@@ -186,7 +233,8 @@ class Backend(Protocol):
         cannot be decoded is returned with `decode_error` set, never raised."""
 
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
-        """Move a `queued` row to `cancelled`. False (nothing written) in any other status."""
+        """Move a `queued` row to `cancelled` (its dependents follow, see "Dependencies").
+        False (nothing written) in any other status."""
 
     # -- the claim path ----------------------------------------------------
 
@@ -201,7 +249,21 @@ class Backend(Protocol):
         concurrent callers, in any number of processes, ever receive the same
         row. `attempts` is not changed. With `job_names`, rows of any other name are
         neither claimed nor touched. A claimed row whose args cannot be decoded is
-        returned with `decode_error` set (the claim itself never fails for it)."""
+        returned with `decode_error` set (the claim itself never fails for it).
+
+        Rows with ``waiting_on > 0`` are never claimed nor touched (protocol 4).
+
+        Limits (protocol 4): with `limits`, a row is claimed only if, for every
+        limit that matches it (see `GroupLimit`), claiming it keeps the number of
+        `processing` rows of its group, counted across the whole store, at most
+        `max_concurrent`, and the number of claims of its group in the current
+        window of `rate_period` seconds (store clock, windows aligned to the epoch)
+        at most `rate_limit`. The check and the claim are atomic with respect to
+        every other claim that passes limits, in any number of processes, so no
+        interleaving ever exceeds a limit. A row held back stays `queued` and
+        untouched, and the claim goes on past it to the rows behind it, which it
+        may claim (a full group never blocks other groups). The claim may return
+        fewer than `limit` rows. Without `limits` the claim counts nothing."""
 
     async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
         """Record durably that the handlers of claimed rows are about to run
@@ -213,7 +275,9 @@ class Backend(Protocol):
         the JSON `result`, ``worker_id = NULL``. Each row fenced on its own, in one
         round trip; a row the worker lost is skipped, never the batch. Returns
         the ids actually written. A result with `delete_row` (``result_ttl = 0``)
-        deletes its row instead, under the same fence, and counts as written."""
+        deletes its row instead, under the same fence, and counts as written.
+        Resolves each written row's dependents and publishes a change for each
+        written row that is watched (protocol 4), in the same transaction."""
 
     async def retry_job(self, params: RetryJobParams, /) -> bool:
         """A failed run: ``attempts += 1``, ``last_error = error``, back to `queued`
@@ -226,7 +290,8 @@ class Backend(Protocol):
     async def dead_letter_job(self, params: DeadLetterJobParams, /) -> bool:
         """A run that ends the job: ``attempts += 1``, then in one transaction
         delete the `soniq_jobs` row and insert its `soniq_dead_letter_jobs` row
-        with `last_error = error` and `dead_letter_reason = reason`. Fenced."""
+        with `last_error = error` and `dead_letter_reason = reason`. Fenced.
+        Fails the row's dependents and publishes a change when watched (protocol 4)."""
 
     async def nack_job(self, params: NackJobParams, /) -> bool:
         """Hand an abandoned row back, writing exactly the seed's field set:
@@ -328,7 +393,8 @@ class Backend(Protocol):
 
     async def delete_job(self, params: DeleteJobParams, /) -> bool:
         """Delete the `soniq_jobs` row whatever its status. False when there was none.
-        A worker still running it then finds its fenced writes apply to nothing."""
+        A worker still running it then finds its fenced writes apply to nothing.
+        A row deleted before it was `done` fails its dependents (protocol 4)."""
 
     async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
         """Delete at most `limit` dead-letter rows matching `filter`, oldest
@@ -453,3 +519,42 @@ class Backend(Protocol):
         `SchemaStateError` with nothing changed. With `dry_run` nothing is changed and the
         report lists what would run. Stores without a schema report `"soniq"` and nothing
         pending."""
+
+    # -- issue 19 (protocol 4): cancelling running jobs, waiting for jobs ----------
+
+    async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
+        """Ask for a job to stop, whatever its status, in one atomic write.
+
+        `queued`: as `cancel_job` (the row becomes `cancelled`, its dependents follow),
+        `CANCELLED`. `processing`: ``cancel_requested = true`` (idempotent; nothing else
+        changes) and a change is published to the owner's `wait_for_job_changes`,
+        whatever `watch_jobs` said, `REQUESTED`. `done` or `cancelled` in `soniq_jobs`,
+        or a dead-letter row: nothing written, `ALREADY_FINISHED`. No row anywhere:
+        `NOT_FOUND`. The flag stays on the row through a nack, retry or rescue, so the
+        next worker to claim it sees it in the claimed `JobRecord`."""
+
+    async def cancel_requests(self, params: CancelRequestsParams, /) -> set[str]:
+        """Ids of `processing` rows owned by `worker_id` whose `cancel_requested` is set.
+        One read; reads nothing but that worker's rows where the store can."""
+
+    async def finish_cancel(self, params: FinishCancelParams, /) -> bool:
+        """The handler of a row whose cancel was requested has stopped: ``status =
+        'cancelled'``, ``worker_id = NULL``, ``last_error = message``, ``updated_at = now``;
+        `attempts` untouched, `cancel_requested` kept. Fenced like every worker write;
+        fails the row's dependents and publishes a change when watched, atomically."""
+
+    async def watch_jobs(self, params: WatchJobsParams, /) -> None:
+        """Mark rows so that the write that next finishes each of them (`done`, `cancelled`,
+        dead-lettered, deleted) publishes a change that `wait_for_job_changes` in any
+        process sees. Ids with no row are ignored. A backend without `push_job_changes`
+        may do nothing. Cheap: core calls it once per waited job."""
+
+    async def wait_for_job_changes(self, params: WaitForJobChangesParams, /) -> set[str] | None:
+        """Return when a change was published for any of `job_ids` (a watched row
+        finished, or a cancel was requested on it), or after `timeout` seconds.
+
+        Returns the ids among `job_ids` known to have changed (possibly empty on a
+        timeout), or None when the backend cannot tell which (then core re-reads them
+        all). A spurious return is always allowed. With `push_job_changes`, one
+        listener per backend instance serves every concurrent call; without it the
+        backend may simply sleep for `timeout` and return None."""

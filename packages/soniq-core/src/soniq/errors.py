@@ -152,3 +152,53 @@ class Permanent(SoniqError):  # noqa: N818 - raised by handlers, reads as an ins
     """Raise from a handler to give the job up now: it moves to the dead-letter table with
     reason ``non_retryable`` whatever retries it has left. ``raise Permanent("why") from exc``
     keeps the original error's traceback in `last_error`."""
+
+
+# -- issue 19: dependencies, cancelling and waiting -------------------------------------------
+
+
+class JobNotFoundError(SoniqError, LookupError):
+    """No job row and no dead-letter row has the id (it never existed, or was deleted or pruned)."""
+
+    def __init__(self, job_id: str, message: str | None = None) -> None:
+        self.job_id = job_id
+        super().__init__(message or f"no job has id {job_id!r}")
+
+
+class UnknownDependencyError(SoniqError, LookupError):
+    """`depends_on` names ids that no job, dead letter or earlier job of the same call has; nothing was stored."""
+
+    suggestion = "pass the ids returned by enqueue; a job deleted by result_ttl=0 can no longer be depended on"
+
+    def __init__(self, missing: Sequence[str]) -> None:
+        self.missing = tuple(missing)
+        super().__init__(f"depends_on names unknown job id(s): {', '.join(self.missing)}")
+
+
+class DependencyCycleError(SoniqError, ValueError):
+    """A job would wait for itself, directly or through other jobs; nothing was stored."""
+
+
+class InvalidLimitError(SoniqError, ValueError):
+    """A fleet-wide limit with a value that cannot be enforced (zero or below, an unknown period)."""
+
+
+class JobFailedError(SoniqError):
+    """`wait_for`: the job was dead-lettered; `job` is its dead-letter row as a dict, `last_error` its error."""
+
+    def __init__(self, job_id: str, last_error: str | None, job: Mapping[str, Any]) -> None:
+        self.job_id = job_id
+        self.last_error = last_error
+        self.job = dict(job)
+        reason = self.job.get("dead_letter_reason")
+        super().__init__(f"job {job_id} failed ({reason}): {last_error}")
+
+
+class JobCancelledError(SoniqError):
+    """`wait_for`: the job was cancelled (by a request, or because a dependency failed)."""
+
+    def __init__(self, job_id: str, last_error: str | None, job: Mapping[str, Any]) -> None:
+        self.job_id = job_id
+        self.last_error = last_error
+        self.job = dict(job)
+        super().__init__(f"job {job_id} was cancelled" + (f": {last_error}" if last_error else ""))

@@ -57,6 +57,41 @@ class PrepareWorkerParams:
     prefetch: int
 
 
+class LimitScope(str, enum.Enum):
+    """Which rows a `GroupLimit` counts (issue 19)."""
+
+    QUEUE = "queue"
+    """Rows whose `queue` is the limit's `name`."""
+    JOB = "job"
+    """Rows whose `job_name` is the limit's `name`."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLimit:
+    """A fleet-wide limit on one group of rows, enforced by the store inside the claim (issue 19).
+
+    The group is every row whose queue (scope QUEUE) or job name (scope JOB) is `name`;
+    with `partitioned`, one group per distinct `limit_key` among those rows (rows whose
+    `limit_key` is None form one group of their own). Core validates the values: every
+    number given is positive.
+    """
+
+    scope: LimitScope
+    name: str
+    max_concurrent: int | None = None
+    """At most this many rows of the group `processing` at once, across every worker."""
+    rate_limit: int | None = None
+    """At most this many claims of rows of the group per window of `rate_period` seconds."""
+    rate_period: float = 1.0
+    """The window length in seconds; windows are fixed, aligned to the Unix epoch, on the store's clock."""
+    partitioned: bool = False
+
+    @property
+    def key(self) -> str:
+        """A stable text naming the limit (not the partition): ``queue:NAME`` or ``job:NAME``."""
+        return f"{self.scope.value}:{self.name}"
+
+
 @dataclass(frozen=True, slots=True)
 class ClaimJobsParams:
     worker_id: str
@@ -65,6 +100,8 @@ class ClaimJobsParams:
     mark_started: bool
     job_names: Sequence[str] | None = None
     """When given, claim only rows whose `job_name` is in it; rows of other names are never touched."""
+    limits: Sequence[GroupLimit] = ()
+    """Fleet-wide limits the claim must respect (issue 19); empty: the unlimited claim path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +246,38 @@ class QueueStatsParams:
 @dataclass(frozen=True, slots=True)
 class WaitForJobsParams:
     queues: Sequence[str] | None
+    timeout: float
+
+
+# -- issue 19: cancelling running jobs, waiting for jobs ------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCancelParams:
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CancelRequestsParams:
+    worker_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class FinishCancelParams:
+    job_id: str
+    worker_id: str
+    message: str
+    """Stored as `last_error`, saying who cancelled and how the handler ended."""
+
+
+@dataclass(frozen=True, slots=True)
+class WatchJobsParams:
+    job_ids: Sequence[str]
+
+
+@dataclass(frozen=True, slots=True)
+class WaitForJobChangesParams:
+    job_ids: Sequence[str]
     timeout: float
 
 

@@ -56,6 +56,28 @@ class DeadLetterReason(str, enum.Enum):
     # -- end compat-jobs --
 
 
+class DependencyPolicy(str, enum.Enum):
+    """What a job does when one of its dependencies is cancelled or dead-lettered (issue 19)."""
+
+    CANCEL = "cancel"
+    """The dependent is cancelled too (and so, in turn, are its own dependents that follow this policy)."""
+    RUN = "run"
+    """The failed dependency counts as resolved: the dependent runs once the others are done."""
+
+
+class CancelOutcome(str, enum.Enum):
+    """What `Backend.request_cancel` did (issue 19)."""
+
+    CANCELLED = "cancelled"
+    """The row was `queued`: it is now `cancelled`."""
+    REQUESTED = "requested"
+    """The row is `processing`: `cancel_requested` is set and its owner was told."""
+    ALREADY_FINISHED = "already_finished"
+    """The row is `done` or `cancelled`, or the job is dead-lettered: nothing written."""
+    NOT_FOUND = "not_found"
+    """No job row and no dead-letter row has that id: nothing written."""
+
+
 QUEUE_STATS_KEYS: tuple[str, ...] = (
     "total",
     "queued",
@@ -86,6 +108,14 @@ class NewJob:
     and returns that row's id (see `Backend.enqueue_jobs`). None: no deduplication."""
     producer_id: str | None = None
     """Who enqueued the job (a service name), stored as is; None when not given."""
+    # -- issue 19: dependencies and fleet-wide limits ------------------------
+    depends_on: tuple[str, ...] = ()
+    """Ids of jobs this one waits for (distinct; rows in the store, dead letters, or jobs
+    earlier in the same `enqueue_jobs` call). See `Backend.enqueue_jobs`."""
+    dependency_policy: DependencyPolicy = DependencyPolicy.CANCEL
+    limit_key: str | None = None
+    """The partition value for partitioned limits (`GroupLimit.partitioned`), taken by core
+    from the job's arguments; stored as is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,11 +152,22 @@ class JobRecord:
     dedup_key: str | None = None
     """The key the row holds while `queued`; a claim releases it (then None)."""
     producer_id: str | None = None
+    # -- issue 19 --------------------------------------------------------------
+    depends_on: tuple[str, ...] = ()
+    """The ids the job was enqueued to wait for, as given."""
+    waiting_on: int = 0
+    """How many of `depends_on` are not yet resolved; the row is claimable only at 0."""
+    dependency_policy: DependencyPolicy = DependencyPolicy.CANCEL
+    limit_key: str | None = None
+    cancel_requested: bool = False
+    """Someone asked for this job to be cancelled while it was `processing` (kept afterwards as a record)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = self.status.value
         data["args"] = dict(self.args)
+        data["depends_on"] = list(self.depends_on)
+        data["dependency_policy"] = self.dependency_policy.value
         data["trace_context"] = dict(self.trace_context) if self.trace_context else None
         return data
 
