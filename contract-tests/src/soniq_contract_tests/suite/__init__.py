@@ -26,16 +26,20 @@ from __future__ import annotations
 import pytest
 
 from soniq_contract_tests.harness import BackendFactory, ContractHarness
+from soniq_contract_tests.suite.cancel_running import CancelRunningContract  # issue 19
 from soniq_contract_tests.suite.claim import ClaimContract
 from soniq_contract_tests.suite.corrupt_rows import CorruptRowContract, CorruptRowWriter
 from soniq_contract_tests.suite.dead_letter import DeadLetterContract
 from soniq_contract_tests.suite.dead_letter_bulk import DeadLetterBulkContract
 from soniq_contract_tests.suite.dedup import DedupContract
+from soniq_contract_tests.suite.dependencies import DependencyContract  # issue 19
 from soniq_contract_tests.suite.enqueue import EnqueueContract
 from soniq_contract_tests.suite.expire_unknown import ExpireUnknownJobsContract
 from soniq_contract_tests.suite.fencing import FencingContract
+from soniq_contract_tests.suite.job_changes import JobChangesContract  # issue 19
 from soniq_contract_tests.suite.job_names import JobNamesContract
 from soniq_contract_tests.suite.leases import LeaseContract
+from soniq_contract_tests.suite.limits import LimitContract  # issue 19
 from soniq_contract_tests.suite.nack import NackContract
 from soniq_contract_tests.suite.pruning import PruningContract
 from soniq_contract_tests.suite.reads import ReadsContract
@@ -89,6 +93,11 @@ class BackendContractSuite(
     LeaseContract,
     PruningContract,
     SchemaSetupContract,  # issue 13
+    # -- protocol 4 (issue 19): dependencies, limits, cancelling running jobs, waiting for jobs
+    DependencyContract,
+    LimitContract,
+    CancelRunningContract,
+    JobChangesContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 
