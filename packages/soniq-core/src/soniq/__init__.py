@@ -8,23 +8,39 @@ from soniq.app import Soniq
 from soniq.backend import BACKEND_PROTOCOL_VERSION, Backend, BackendCapabilities
 from soniq.context import JobContext  # compat-jobs (issue 12)
 from soniq.dead_letter import DeadLetterNotFoundError
+from soniq.dependencies import JobCall  # issue 19
 from soniq.errors import (
     BackendLoadError,
     BackendNotFoundError,
     BackendProtocolError,
     BackendUnavailableError,
+    DependencyCycleError,  # issue 19
+    InvalidLimitError,
     InvalidURLError,
     JobArgumentsError,
+    JobCancelledError,
+    JobFailedError,
+    JobNotFoundError,
     Permanent,
     SettingsError,
     Snooze,
     SoniqError,
+    UnknownDependencyError,
     UnknownJobError,
 )
 from soniq.metrics import InMemoryMetricsSink, MetricsSink, NullMetricsSink
 from soniq.observers import BaseObserver, Observer
 from soniq.outcomes import HandlerKind, JobOutcome
-from soniq.records import JobStatus, MigrationStep, SchemaStatus, StaleJobPolicy, WorkerStatus  # compat-surface
+from soniq.params import GroupLimit, LimitScope  # issue 19
+from soniq.records import (
+    CancelOutcome,  # issue 19
+    DependencyPolicy,  # issue 19
+    JobStatus,
+    MigrationStep,  # compat-surface
+    SchemaStatus,  # compat-surface
+    StaleJobPolicy,
+    WorkerStatus,
+)
 from soniq.retry import AppRetryPolicy  # compat-jobs (issue 12)
 from soniq.routing import TaskRef, task_ref  # compat-surface
 from soniq.scheduling import CatchUp, ManualClock, ScheduleError, cron, daily, every, monthly, weekly  # issue 14
@@ -45,16 +61,26 @@ __all__ = [
     "BackendProtocolError",
     "BackendUnavailableError",
     "BaseObserver",
+    "CancelOutcome",  # issue 19
     "CatchUp",
     "DeadLetterNotFoundError",
+    "DependencyCycleError",  # issue 19
+    "DependencyPolicy",  # issue 19
+    "GroupLimit",  # issue 19
     "HandlerKind",
     "InMemoryMetricsSink",
+    "InvalidLimitError",  # issue 19
     "InvalidURLError",
     "JobArgumentsError",
+    "JobCall",  # issue 19
+    "JobCancelledError",  # issue 19
     "JobContext",  # compat-jobs (issue 12)
+    "JobFailedError",  # issue 19
+    "JobNotFoundError",  # issue 19
     "JobOptionsError",
     "JobOutcome",
     "JobStatus",
+    "LimitScope",  # issue 19
     "ManualClock",
     "MetricsSink",
     "MigrationStep",  # compat-surface
@@ -70,6 +96,7 @@ __all__ = [
     "SoniqError",
     "StaleJobPolicy",
     "TaskRef",  # compat-surface
+    "UnknownDependencyError",  # issue 19
     "UnknownJobError",
     "WorkerState",
     "WorkerStatus",

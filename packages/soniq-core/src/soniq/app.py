@@ -17,23 +17,27 @@ from soniq.backend_names import pool_options, url_for_backend_name  # compat-sur
 from soniq.bus import ObservationBus
 from soniq.dead_letter import DeadLetterService
 from soniq.dedup import resolve_dedup_key
+from soniq.dependencies import DependsOn, JobCall, check_batch, check_policy, normalize_depends_on
 from soniq.discovery import create_backend, load_observer_factories
-from soniq.errors import BackendProtocolError, SoniqError, UnknownJobError
+from soniq.errors import BackendProtocolError, JobNotFoundError, SoniqError, UnknownJobError
 from soniq.hooks import check_hook, check_middleware, hook_listeners
 from soniq.metrics import MetricsSink, NullMetricsSink, adapt_metrics_sink
 from soniq.observers import EnqueueEvent, Observer
 from soniq.params import (
-    CancelJobParams,
     DeleteJobParams,
     EnqueueJobsParams,
     GetDeadLetterParams,
     GetJobParams,
+    GroupLimit,
     ListJobsParams,
     QueueStatsParams,
+    RequestCancelParams,
     SetupSchemaParams,  # issue 13
 )
 from soniq.records import (
+    CancelOutcome,
     DeadLetterRecord,
+    DependencyPolicy,
     JobRecord,
     JobStatus,
     NewJob,
@@ -58,6 +62,7 @@ from soniq.settings import Settings
 from soniq.sync_bridge import SyncBridge
 from soniq.validation import JobOptionsError, check_page, check_priority, check_queue_name, encode_args
 from soniq.validation import resolve_scheduled_at as resolve_scheduled_at
+from soniq.waiting import JobWaiter, check_timeout
 from soniq.worker_event import run_until_event  # compat-surface
 
 if TYPE_CHECKING:
@@ -72,6 +77,9 @@ PROTOCOL_CHANGES = {
     "complete_job is gone (complete_jobs only), and recover_stale_workers became find_stale_jobs + rescue_jobs",
     2: "protocol 3 adds deduplicated enqueue, delete_job, dead-letter filters, bulk delete and stats, result expiry, "
     "schedules with fire_schedule, the leader lease, pruning, schema_status and setup_schema",
+    3: "protocol 4 adds job dependencies (NewJob.depends_on, dependency_policy, waiting_on), fleet-wide limits "
+    "inside claim_jobs (ClaimJobsParams.limits, NewJob.limit_key), request_cancel, cancel_requests and "
+    "finish_cancel for running jobs, and watch_jobs / wait_for_job_changes for waiting on jobs",
 }
 """What changed since each older protocol version, in one line, for the refusal message."""
 
@@ -157,6 +165,8 @@ class Soniq:
         self._bus: ObservationBus | None = None
         self._bus_key: tuple[tuple[Observer, ...], MetricsSink] | None = None
         self._scheduler: Scheduler | None = None  # issue 14: periodic jobs
+        # issue 19: one `wait_for` service per event loop (see soniq.waiting)
+        self._waiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, JobWaiter] = weakref.WeakKeyDictionary()
         # -- compat-jobs (issue 12): retry policy, hooks, middleware, 0.1.0-style metrics sinks --
         check_app_retry_policy(retry_policy)
         self.retry_policy: Any = retry_policy
@@ -200,6 +210,9 @@ class Soniq:
         unique: bool | None = None,
         args_model: type[Any] | None = None,
         validate: type[Any] | None = None,
+        max_concurrent: int | None = None,
+        rate_limit: str | tuple[int, float] | None = None,
+        limit_key: str | Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> Callable[[F], F]: ...
 
     def job(
@@ -220,11 +233,21 @@ class Soniq:
         unique: bool | None = None,
         args_model: type[Any] | None = None,
         validate: type[Any] | None = None,
+        max_concurrent: int | None = None,
+        rate_limit: str | tuple[int, float] | None = None,
+        limit_key: str | Callable[[Mapping[str, Any]], Any] | None = None,
     ) -> F | Callable[[F], F]:
         """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool).
 
         `retries` is another name for `max_retries` (0.1.0's); `validate` for `args_model`. The
-        function gains ``fn.enqueue(**kwargs)`` and ``fn.options(queue=..., ...).enqueue(**kwargs)``.
+        function gains ``fn.enqueue(**kwargs)``, ``fn.options(queue=..., ...).enqueue(**kwargs)``
+        and ``fn.call(**kwargs)`` (a `JobCall`, for `chain`).
+
+        Fleet-wide limits (enforced by the store across every worker): `max_concurrent` rows of
+        this job `processing` at once, `rate_limit` starts per period (``"10/s"``, ``"100/m"``,
+        ``"1000/h"``, ``"10/5s"`` or ``(count, seconds)``); with `limit_key` (an argument name,
+        or a callable taking the arguments mapping) each key value is limited on its own. A bad
+        limit raises `InvalidLimitError` here, and nothing is registered.
         """
         # -- compat-jobs (issue 12): 0.1.0's decorator options --
         if retries is not None and max_retries is not None:
@@ -240,6 +263,9 @@ class Soniq:
             "unique": unique,
             "args_model": args_model if args_model is not None else validate,
             "args_model_option": "validate" if validate is not None else "args_model",
+            "max_concurrent": max_concurrent,  # issue 19
+            "rate_limit": rate_limit,
+            "limit_key": limit_key,
         }
         # -- end compat-jobs --
 
@@ -310,6 +336,21 @@ class Soniq:
         return register
 
     # -- end periodic jobs ---------------------------------------------------------
+
+    # -- issue 19: fleet-wide limits ------------------------------------------------
+
+    def group_limits(self) -> tuple[GroupLimit, ...]:
+        """Every limit this app knows: the `queue_limits` setting's (in queue order), then each
+        registered job's own (in job-name order). A worker passes them to every claim
+        (`ClaimJobsParams.limits`); empty means the claim counts nothing. Rebuilt only when a
+        job is registered or the settings change."""
+        cached: tuple[int, Settings, tuple[GroupLimit, ...]] | None = getattr(self, "_group_limits", None)
+        if cached is not None and cached[0] == self.registry.changes and cached[1] is self.settings:
+            return cached[2]
+        jobs = tuple(d.limits.group_limit(d.name) for d in self.registry.definitions() if d.limits is not None)
+        limits = self.settings.queue_limits + jobs
+        self._group_limits = (self.registry.changes, self.settings, limits)
+        return limits
 
     def use_database_url(self, url: str, **backend_options: Any) -> None:
         """Point an app that has not connected yet at another URL (``soniq worker --database-url``).
@@ -425,7 +466,15 @@ class Soniq:
         return report
 
     async def close(self) -> None:
-        """Close the backend, and stop the `enqueue_sync` thread if one was started."""
+        """Close the backend, and stop the `enqueue_sync` thread if one was started.
+
+        `wait_for` calls still waiting on this loop raise `SoniqError` (the app was closed)."""
+        try:
+            waiter = self._waiters.pop(asyncio.get_running_loop(), None)
+        except RuntimeError:
+            waiter = None
+        if waiter is not None:
+            await waiter.close()
         self._sync.close()
         if self._connected and self._backend is not None:
             self._connected = False
@@ -466,8 +515,12 @@ class Soniq:
         unique: bool | None = None,
         dedup_key: str | None = None,
         producer_id: str | None = None,
+        depends_on: tuple[str, ...] = (),
+        dependency_policy: DependencyPolicy = DependencyPolicy.CANCEL,
     ) -> list[NewJob]:
-        """Validate and build rows; everything shared by the batch is worked out once."""
+        """Validate and build rows; everything shared by the batch is worked out once.
+
+        A job without dependencies and without a `limit_key` is built exactly as before issue 19."""
         if producer_id is None:  # compat-surface: every row says which producer wrote it
             producer_id = resolve_producer_id(self.settings.producer_id)
         if queue is not None:
@@ -482,26 +535,35 @@ class Soniq:
         wants_unique = bool(getattr(definition, "unique", False)) if unique is None else unique
         limit = self.settings.max_args_bytes
         ids = new_job_ids(len(kwargs_list))
+        limits = definition.limits
+        keyed = limits if limits is not None and limits.limit_key is not None else None
+        plain = keyed is None and not depends_on
         jobs = []
         for index, kwargs in enumerate(kwargs_list):
             if not isinstance(kwargs, Mapping):
                 raise TypeError(f"enqueue_many item {index} must be a dict of keyword arguments, got {kwargs!r}")
             checked, encoded = encode_args(name, kwargs, max_bytes=limit)
             definition.bind_arguments(kwargs)  # compat-jobs: a wrong name fails here, before anything is stored
-            jobs.append(
-                NewJob(
-                    id=ids[index],
-                    job_name=name,
-                    args=checked,
-                    args_json=encoded,
-                    queue=target_queue,
-                    priority=target_priority,
-                    scheduled_at=when,
-                    max_attempts=definition.max_attempts,
-                    dedup_key=resolve_dedup_key(name, checked, unique=wants_unique, dedup_key=dedup_key),
-                    producer_id=producer_id,
-                )
+            job = NewJob(
+                id=ids[index],
+                job_name=name,
+                args=checked,
+                args_json=encoded,
+                queue=target_queue,
+                priority=target_priority,
+                scheduled_at=when,
+                max_attempts=definition.max_attempts,
+                dedup_key=resolve_dedup_key(name, checked, unique=wants_unique, dedup_key=dedup_key),
+                producer_id=producer_id,
             )
+            if not plain:  # issue 19: only jobs with dependencies or a partitioned limit pay for this
+                job = dataclasses.replace(
+                    job,
+                    depends_on=depends_on,
+                    dependency_policy=dependency_policy,
+                    limit_key=keyed.key_for(name, checked) if keyed is not None else None,
+                )
+            jobs.append(job)
         return jobs
 
     def _announce(self, jobs: list[NewJob]) -> list[NewJob]:
@@ -534,6 +596,8 @@ class Soniq:
         args: Mapping[str, Any] | None = None,
         unique: bool | None = None,
         dedup_key: str | None = None,
+        depends_on: DependsOn = None,
+        dependency_policy: DependencyPolicy | str = DependencyPolicy.CANCEL,
         **kwargs: Any,
     ) -> str:
         """Queue one run of a registered job with keyword arguments; returns its id.
@@ -543,11 +607,17 @@ class Soniq:
         `unique=True` (key: job name plus arguments) or `dedup_key=`, a job
         whose key a queued job already holds is not stored again: the queued
         job's id is returned instead.
+
+        `depends_on` (an id or a list of ids) makes the job wait until every one of those jobs
+        is `done`; when one is cancelled or dead-lettered, `dependency_policy` ``"cancel"`` (the
+        default) cancels this job too and ``"run"`` runs it anyway. An id no job has is
+        `UnknownDependencyError`, and nothing is stored.
         """
         if args is not None and kwargs:
             raise TypeError("pass job arguments either as keywords or as args={...}, not both")
         definition = self._definition(fn_or_name)
         self._check_connection(connection)
+        deps = normalize_depends_on(depends_on)
         (job,) = self._new_jobs(
             definition,
             [self._ref_args(fn_or_name, args if args is not None else kwargs)],
@@ -556,7 +626,11 @@ class Soniq:
             scheduled_at=scheduled_at,
             unique=unique,
             dedup_key=dedup_key,
+            depends_on=deps,
+            dependency_policy=check_policy(dependency_policy),
         )
+        if deps:
+            check_batch([job])
         (stored,) = await self._insert(self._announce([job]), connection)
         return stored
 
@@ -571,20 +645,61 @@ class Soniq:
         scheduled_at: ScheduleAt = None,
         connection: Any = None,
         unique: bool | None = None,
+        depends_on: DependsOn = None,
+        dependency_policy: DependencyPolicy | str = DependencyPolicy.CANCEL,
     ) -> list[str]:
         """Queue many runs of one job in one insert (all or none); returns their ids in order.
 
         With `unique=True`, items whose arguments repeat an earlier item (or a queued job) get
-        that job's id; their positions in the returned list say so.
+        that job's id; their positions in the returned list say so. `depends_on` and
+        `dependency_policy` (see `enqueue`) apply to every item.
         """
         definition = self._definition(fn_or_name)
         self._check_connection(connection)
+        deps = normalize_depends_on(depends_on)
+        policy = check_policy(dependency_policy)
         kwargs_list = [self._ref_args(fn_or_name, kwargs) for kwargs in kwargs_list]
         jobs = self._new_jobs(
-            definition, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at, unique=unique
+            definition,
+            kwargs_list,
+            queue=queue,
+            priority=priority,
+            scheduled_at=scheduled_at,
+            unique=unique,
+            depends_on=deps,
+            dependency_policy=policy,
         )
         if not jobs:
             return []
+        if deps:
+            check_batch(jobs)
+        return await self._insert(self._announce(jobs), connection)
+
+    async def chain(self, *calls: JobCall, connection: Any = None) -> list[str]:
+        """Enqueue the calls so that each waits for the one before it (policy ``cancel``: when one
+        fails for good, every later one is cancelled), in one insert: all or none. Returns the
+        ids in order. Make the calls with ``fn.call(**kwargs)`` or `JobCall`; a chain never
+        deduplicates (each step is a new row)."""
+        if not calls:
+            raise JobOptionsError("chain() needs at least one call, e.g. app.chain(fetch.call(url=u), parse.call())")
+        self._check_connection(connection)
+        jobs: list[NewJob] = []
+        for position, call in enumerate(calls):
+            if not isinstance(call, JobCall):
+                raise TypeError(
+                    f"chain() takes JobCall values (fn.call(**kwargs)); item {position} is {type(call).__name__}"
+                )
+            (job,) = self._new_jobs(
+                self._definition(call.job),
+                [self._ref_args(call.job, call.args)],
+                queue=call.queue,
+                priority=call.priority,
+                scheduled_at=call.scheduled_at,
+                unique=False,
+                depends_on=(jobs[-1].id,) if jobs else (),
+            )
+            jobs.append(job)
+        check_batch(jobs)
         return await self._insert(self._announce(jobs), connection)
 
     def enqueue_sync(
@@ -598,6 +713,8 @@ class Soniq:
         args: Mapping[str, Any] | None = None,
         unique: bool | None = None,
         dedup_key: str | None = None,
+        depends_on: DependsOn = None,
+        dependency_policy: DependencyPolicy | str = DependencyPolicy.CANCEL,
         **kwargs: Any,
     ) -> str:
         """`enqueue` for synchronous code, from any thread that is not running an event loop.
@@ -613,6 +730,8 @@ class Soniq:
             args=args,
             unique=unique,
             dedup_key=dedup_key,
+            depends_on=depends_on,
+            dependency_policy=dependency_policy,
             **kwargs,
         )
         return self._sync.run(coroutine, what="enqueue")
@@ -626,10 +745,18 @@ class Soniq:
         queue: str | None = None,
         priority: int | None = None,
         scheduled_at: ScheduleAt = None,
+        depends_on: DependsOn = None,
+        dependency_policy: DependencyPolicy | str = DependencyPolicy.CANCEL,
     ) -> list[str]:
         """`enqueue_many` for synchronous code; see `enqueue_sync`."""
         coroutine = self.enqueue_many(
-            fn_or_name, kwargs_list, queue=queue, priority=priority, scheduled_at=scheduled_at
+            fn_or_name,
+            kwargs_list,
+            queue=queue,
+            priority=priority,
+            scheduled_at=scheduled_at,
+            depends_on=depends_on,
+            dependency_policy=dependency_policy,
         )
         return self._sync.run(coroutine, what="enqueue_many")
 
@@ -802,9 +929,50 @@ class Soniq:
         return [job_dict(row, with_result=include_results) for row in rows]
 
     async def cancel_job(self, job_id: str) -> bool:
-        """Cancel a queued job; False when it is no longer queued."""
+        """Cancel a job: True when it was queued and is now `cancelled`, or is running and its
+        worker was asked to stop it; False when it had already finished, or no job has the id
+        (as soniq 0.1.0 answered; `cancel` raises for that instead)."""
+        outcome = await self._request_cancel(job_id)
+        if outcome is CancelOutcome.NOT_FOUND:
+            logger.warning("cancel_job: no job has id %s; nothing cancelled", job_id)
+        return outcome in (CancelOutcome.CANCELLED, CancelOutcome.REQUESTED)
+
+    async def cancel(self, job_id: str) -> CancelOutcome:
+        """Cancel a job, whatever its status, and say what happened.
+
+        `CANCELLED`: it was queued and is now `cancelled` (its dependents follow their policy).
+        `REQUESTED`: it is running; its worker is told through the store and stops it (an async
+        handler is cancelled, a sync one sees ``ctx.cancel_requested``), and the row ends
+        `cancelled`, unless the job completes first. `ALREADY_FINISHED`: it was `done`,
+        `cancelled` or dead-lettered; nothing changed. An id no job has is `JobNotFoundError`.
+        """
+        outcome = await self._request_cancel(job_id)
+        if outcome is CancelOutcome.NOT_FOUND:
+            raise JobNotFoundError(str(job_id), f"cannot cancel job {job_id}: no job has that id")
+        return outcome
+
+    async def _request_cancel(self, job_id: str) -> CancelOutcome:
         backend = await self.connected_backend()
-        return await backend.cancel_job(CancelJobParams(job_id=str(job_id)))
+        outcome = await backend.request_cancel(RequestCancelParams(job_id=str(job_id)))
+        if outcome is CancelOutcome.ALREADY_FINISHED:
+            logger.info("cancel lost the race: job %s already finished", job_id)
+        return outcome
+
+    async def wait_for(self, job_id: str, timeout: float | None = None) -> Any:
+        """Wait until the job finishes and return its result.
+
+        Raises `JobFailedError` when it was dead-lettered, `JobCancelledError` when it was
+        cancelled, `JobNotFoundError` when no job has the id or its row vanished (a job with
+        ``result_ttl=0`` deletes its row as it completes), and `TimeoutError` after `timeout`
+        seconds (None: no limit; 0: only look once). Woken by the store's push channel where it
+        has one; however many jobs are waited for, one task per process watches them all.
+        """
+        limit = check_timeout(timeout)
+        loop = asyncio.get_running_loop()
+        waiter = self._waiters.get(loop)
+        if waiter is None:
+            waiter = self._waiters[loop] = JobWaiter(self)
+        return await waiter.wait(str(job_id), limit)
 
     async def get_queue_stats(self, queue: str | None = None) -> dict[str, int]:
         """Exactly ``total, queued, processing, done, dead_letter, cancelled``."""
@@ -977,6 +1145,17 @@ class BoundEnqueue:
         _keywords_only(self._fn, args)
         return self._app.enqueue_sync(self._fn, **self._options, args=kwargs)
 
+    def call(self, *args: Any, **kwargs: Any) -> JobCall:
+        """This call described, for `app.chain`, with the options' queue, priority and scheduled_at."""
+        _keywords_only(self._fn, args)
+        extra = sorted(k for k in self._options if k not in _CALL_OPTIONS)
+        if extra:
+            raise TypeError(f"a chain step takes queue, priority and scheduled_at only; got {', '.join(extra)}")
+        return JobCall(self._fn, kwargs, **{k: v for k, v in self._options.items() if k in _CALL_OPTIONS})
+
+
+_CALL_OPTIONS = ("queue", "priority", "scheduled_at")
+
 
 def _keywords_only(fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
     if args:
@@ -997,15 +1176,25 @@ def add_enqueue_helpers(app: Soniq, fn: Callable[..., Any]) -> None:
         unique: bool | None = None,
         dedup_key: str | None = None,
         connection: Any = None,
+        depends_on: DependsOn = None,
+        dependency_policy: DependencyPolicy | str | None = None,
     ) -> BoundEnqueue:
         chosen: dict[str, Any] = {"queue": queue, "priority": priority, "scheduled_at": scheduled_at}
         # Passed on only when given, so the enqueue signature decides what they mean.
-        for key, value in (("unique", unique), ("dedup_key", dedup_key), ("connection", connection)):
+        given = (
+            ("unique", unique),
+            ("dedup_key", dedup_key),
+            ("connection", connection),
+            ("depends_on", depends_on),
+            ("dependency_policy", dependency_policy),
+        )
+        for key, value in given:
             if value is not None:
                 chosen[key] = value
         return BoundEnqueue(app, fn, chosen)
 
-    for attribute, value in (("enqueue", BoundEnqueue(app, fn, {}).enqueue), ("options", options)):
+    plain = BoundEnqueue(app, fn, {})
+    for attribute, value in (("enqueue", plain.enqueue), ("options", options), ("call", plain.call)):
         if not hasattr(fn, attribute):
             try:
                 setattr(fn, attribute, value)

@@ -10,6 +10,7 @@ from typing import Any
 
 from soniq.context import context_parameter
 from soniq.errors import Permanent, UnknownJobError
+from soniq.limits import JobLimits, job_limits
 from soniq.outcomes import HandlerKind
 from soniq.validation import JobOptionsError
 
@@ -40,6 +41,9 @@ class JobDefinition:
     plain: bool = True
     """Nothing to do around the call (no model to check, no context to inject): a field, not a
     property, since the worker reads it for every run."""
+    # -- issue 19: fleet-wide limits --
+    limits: JobLimits | None = None
+    """The job's own `max_concurrent` / `rate_limit` / `limit_key`, or None (the common case)."""
 
     def job_meta(self) -> dict[str, Any]:
         """The job's options under 0.1.0's names, as its `retry_policy.delay_for` received them."""
@@ -116,6 +120,8 @@ def validate_job_options(*, name: str, queue: str, max_retries: int, priority: i
 class JobRegistry:
     def __init__(self) -> None:
         self._jobs: dict[str, JobDefinition] = {}
+        self.changes = 0
+        """Bumped by every `add`, so derived views (the app's group limits) know when to rebuild."""
 
     def add(
         self,
@@ -143,6 +149,16 @@ class JobRegistry:
         existing = self._jobs.get(job_name)
         if existing is not None and existing.func is not func:
             raise ValueError(f"a job named {job_name!r} is already registered ({default_job_name(existing.func)})")
+        fields = compat_fields(func, extra or {})
+        options = extra or {}
+        limits = job_limits(
+            func,
+            max_concurrent=options.get("max_concurrent"),
+            rate_limit=options.get("rate_limit"),
+            limit_key=options.get("limit_key"),
+            signature=fields.get("call_signature"),
+            args_model=fields.get("args_model"),
+        )
         definition = JobDefinition(
             name=job_name,
             func=func,
@@ -151,10 +167,16 @@ class JobRegistry:
             priority=priority,
             timeout=float(timeout) if timeout is not None else None,
             is_async=inspect.iscoroutinefunction(func),
-            **compat_fields(func, extra or {}),
+            limits=limits,
+            **fields,
         )
         self._jobs[job_name] = definition
+        self.changes += 1
         return definition
+
+    def definitions(self) -> list[JobDefinition]:
+        """Every registered job, in name order."""
+        return [self._jobs[name] for name in sorted(self._jobs)]
 
     def get(self, name: str) -> JobDefinition | None:
         return self._jobs.get(name)

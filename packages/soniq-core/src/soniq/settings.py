@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from soniq.errors import SettingsError
+from soniq.limits import queue_group_limits
+from soniq.params import GroupLimit
 from soniq.records import StaleJobPolicy
 from soniq.redaction import redact_url
 
@@ -160,6 +162,11 @@ class Settings:
     result_ttl: float | None = None
     """Seconds a finished job's row is kept: None forever, 0 deleted on completion (see soniq.retention)."""
     # -- end issue 12 (compat-store) --
+    # -- issue 19: fleet-wide limits --
+    queue_limits: tuple[GroupLimit, ...] = ()
+    """Per-queue limits, ``{"queue": {"max_concurrent": N, "rate_limit": "N/s"}}`` (JSON in
+    ``SONIQ_QUEUE_LIMITS``), enforced by the store across every worker; kept in queue order."""
+    # -- end issue 19 --
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks and error trackers: never with the database password.
@@ -383,6 +390,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     # -- issue 12 (compat-store) --
     "result_ttl": _optional_non_negative,
     # -- end issue 12 (compat-store) --
+    "queue_limits": lambda name, value: _queue_limits(name, value),  # issue 19
 }
 
 
@@ -457,3 +465,24 @@ def _optional_int(name: str, value: Any, *, minimum: int) -> int | None:
 
 
 # -- end of compat-surface parsers --
+
+
+# -- issue 19 --
+
+
+def _queue_limits(name: str, value: Any) -> tuple[GroupLimit, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, tuple) and all(isinstance(item, GroupLimit) for item in value):
+        return value  # already parsed (a copy of these settings)
+    if isinstance(value, str):
+        if not value.strip():
+            return ()
+        try:
+            value = json.loads(value)
+        except ValueError:
+            example = '{"emails": {"max_concurrent": 5, "rate_limit": "10/s"}}'
+            raise SettingsError(name, f"expected a JSON object such as {example}, got {value!r}") from None
+    if not isinstance(value, Mapping):
+        raise SettingsError(name, f"expected a mapping of queue name to its limits, got {value!r}")
+    return queue_group_limits(value, error=lambda message: SettingsError(name, message))

@@ -91,9 +91,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     views = [worker_view(w, heartbeat_timeout=app.settings.heartbeat_timeout, now=now) for w in workers]
     if not args.all:
         views = [v for v in views if v["status"] != WorkerStatus.STOPPED.value]
+    from soniq.cli.limits_view import limits_section, print_limits  # issue 19
     from soniq.cli.schedules_view import print_schedules_and_leader, schedules_and_leader  # issue 14
 
-    section = run_with_app(app, schedules_and_leader)
+    async def sections(app: Soniq) -> dict[str, Any]:
+        return {**await schedules_and_leader(app), **await limits_section(app)}
+
+    section = run_with_app(app, sections)
     if args.json:
         print(json.dumps({"heartbeat_timeout": app.settings.heartbeat_timeout, "workers": views, **section}, indent=2))
         return EXIT_OK
@@ -107,6 +111,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         listed = "not reported" if names is None else (", ".join(safe(n) for n in names) or "none")
         print(f"    jobs: {listed}")
     print_schedules_and_leader(section)
+    print_limits(section)
     return EXIT_OK
 
 
@@ -149,7 +154,9 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
     p.add_argument("--queue", default=None, help="count only this queue")
     p.set_defaults(func=cmd_status, parser=p)
 
-    p = sub.add_parser("inspect", parents=[common], help="each worker: heartbeat age, stale?, queues, jobs")
+    p = sub.add_parser(
+        "inspect", parents=[common], help="each worker: heartbeat age, stale?, queues, jobs; schedules; limits"
+    )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--all", action="store_true", help="include stopped workers")
     p.set_defaults(func=cmd_inspect, parser=p)

@@ -1,4 +1,4 @@
-"""``soniq enqueue``."""
+"""``soniq enqueue`` and ``soniq cancel``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import json
 import math
 from typing import TYPE_CHECKING
 
-from soniq.cli.common import EXIT_OK, CLIError, build_app, run_with_app
+from soniq.cli.common import EXIT_OK, CLIError, build_app, refuse_to_create_default, run_with_app
 from soniq.cli.output import safe
+from soniq.records import CancelOutcome
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
@@ -54,6 +55,28 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+CANCEL_TEXT = {
+    CancelOutcome.CANCELLED: "cancelled (it was queued)",
+    CancelOutcome.REQUESTED: "cancel requested: it is running, and its worker stops it; the row ends cancelled",
+    CancelOutcome.ALREADY_FINISHED: "already finished; nothing to cancel",
+}
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    app = build_app(args, need_jobs=False)
+    refuse_to_create_default(app, "cancel")
+
+    async def body(app: Soniq) -> CancelOutcome:
+        return await app.cancel(args.job_id)  # an unknown id: JobNotFoundError, one line, exit 1
+
+    outcome = run_with_app(app, body)
+    if args.json:
+        print(json.dumps({"job_id": args.job_id, "outcome": outcome.value}))
+    else:
+        print(f"job {safe(args.job_id)}: {CANCEL_TEXT[outcome]}")
+    return EXIT_OK
+
+
 def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: SoniqArgumentParser) -> None:
     p = sub.add_parser("enqueue", parents=[common], help="queue one job by name; prints its id")
     p.add_argument("name", help="the registered job name")
@@ -61,3 +84,10 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
     p.add_argument("--queue", default=None, help="queue to put it on (default: the job's own queue)")
     p.add_argument("--delay", type=float, default=None, metavar="SECONDS", help="run no earlier than this from now")
     p.set_defaults(func=cmd_enqueue, parser=p)
+
+    p = sub.add_parser(
+        "cancel", parents=[common], help="cancel a job: a queued one at once, a running one through its worker"
+    )
+    p.add_argument("job_id", metavar="ID", help="the job's id")
+    p.add_argument("--json", action="store_true", help='print {"job_id": ..., "outcome": ...} instead of text')
+    p.set_defaults(func=cmd_cancel, parser=p)

@@ -1,0 +1,233 @@
+"""`app.wait_for(job_id)` (issue 19): one waiter service per app and event loop, however many waiters.
+
+Every concurrent `wait_for` of one app on one loop shares one task, which asks the store to
+watch the new ids (`watch_jobs`), then loops on one `wait_for_job_changes` call over every
+waited id and re-reads only the ids it says changed (all of them when it cannot tell). With
+`push_job_changes` it also re-reads everything every `SAFETY_REREAD_SECONDS`, in case a
+change was missed; without push the call simply sleeps `poll_interval`, so the cost is one
+read per waited job per poll interval and never one poll loop per waiter. The task ends when
+the last waiter is gone, and `app.close()` ends it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from soniq.errors import JobCancelledError, JobFailedError, JobNotFoundError, SoniqError
+from soniq.params import GetDeadLetterParams, GetJobParams, WaitForJobChangesParams, WatchJobsParams
+from soniq.records import JobStatus
+from soniq.validation import JobOptionsError
+
+if TYPE_CHECKING:
+    from soniq.app import Soniq
+    from soniq.backend import Backend
+
+logger = logging.getLogger("soniq.waiting")
+
+SAFETY_REREAD_SECONDS = 5.0
+"""With push, every waited id is read again this often whatever the store said."""
+READ_BATCH = 32
+"""Reads run this many at a time."""
+MAX_CONSECUTIVE_ERRORS = 3
+"""Store errors in a row after which the waiters are given the error instead of waiting on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    """A job that will not change any more: its result, or how to build the error to raise."""
+
+    result: Any = None
+    error: Callable[[], Exception] | None = None
+
+    def settle(self, future: asyncio.Future[Any]) -> None:
+        if future.done():
+            return
+        if self.error is not None:
+            future.set_exception(self.error())  # a fresh exception per waiter: tracebacks stay their own
+        else:
+            future.set_result(self.result)
+
+
+async def read_outcome(backend: Backend, job_id: str, *, seen_before: bool) -> Finished | None:
+    """The job's final state, or None while it is `queued` or `processing`."""
+    from soniq.app import dead_letter_job_dict, job_dict
+
+    row = await backend.get_job(GetJobParams(job_id=job_id))
+    if row is not None:
+        if row.status is JobStatus.DONE:
+            return Finished(result=row.result)
+        if row.status is JobStatus.CANCELLED:
+            data = job_dict(row)
+            return Finished(error=lambda: JobCancelledError(job_id, row.last_error, data))
+        return None
+    dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=job_id))
+    if dead is not None:
+        data = dead_letter_job_dict(dead)
+        return Finished(error=lambda: JobFailedError(job_id, dead.last_error, data))
+    if not seen_before:
+        return Finished(error=lambda: JobNotFoundError(job_id))
+    message = (
+        f"job {job_id} no longer exists: its row was deleted while it was waited for (a job that completes "
+        "with result_ttl=0 deletes its row, result included, so wait for it with a result_ttl above 0; "
+        "delete_job and pruning delete rows too)"
+    )
+    return Finished(error=lambda: JobNotFoundError(job_id, message))
+
+
+def check_timeout(timeout: object) -> float | None:
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not math.isfinite(timeout) or timeout < 0:
+        raise JobOptionsError(f"timeout must be None or a finite number of seconds >= 0, got {timeout!r}")
+    return float(timeout)
+
+
+class JobWaiter:
+    """The waiters of one app on one event loop, served by one background task."""
+
+    def __init__(self, app: Soniq) -> None:
+        self._app = app
+        self._futures: dict[str, list[asyncio.Future[Any]]] = {}
+        self._fresh: set[str] = set()
+        self._changed = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def waited_ids(self) -> frozenset[str]:
+        return frozenset(self._futures)
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def wait(self, job_id: str, timeout: float | None) -> Any:
+        backend = await self._app.connected_backend()
+        finished = await read_outcome(backend, job_id, seen_before=False)
+        if finished is not None:
+            if finished.error is not None:
+                raise finished.error()
+            return finished.result
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        if timeout == 0:
+            raise TimeoutError(f"job {job_id} has not finished (timeout=0)")
+        self._futures.setdefault(job_id, []).append(future)
+        self._fresh.add(job_id)
+        self._changed.set()
+        if not self.running:
+            self._task = loop.create_task(self._serve(), name="soniq-wait-for")
+        try:
+            async with asyncio.timeout(timeout):
+                return await future
+        except TimeoutError:
+            if future.done() and not future.cancelled():
+                return future.result()  # settled in the same instant the deadline passed
+            raise TimeoutError(f"job {job_id} did not finish within {timeout:g}s") from None
+        finally:
+            self._forget(job_id, future)
+
+    def _forget(self, job_id: str, future: asyncio.Future[Any]) -> None:
+        waiting = self._futures.get(job_id)
+        if waiting is None:
+            return
+        if future in waiting:
+            waiting.remove(future)
+        if not waiting:
+            del self._futures[job_id]
+            if not self._futures:
+                self._changed.set()  # the service sees nobody waits and ends now, not at its next timeout
+
+    def _settle(self, job_id: str, finished: Finished) -> None:
+        for future in self._futures.pop(job_id, []):
+            finished.settle(future)
+
+    async def _read(self, backend: Backend, ids: Iterable[str]) -> None:
+        wanted = [job_id for job_id in ids if job_id in self._futures]
+        for start in range(0, len(wanted), READ_BATCH):
+            chunk = wanted[start : start + READ_BATCH]
+            outcomes = await asyncio.gather(*(read_outcome(backend, i, seen_before=True) for i in chunk))
+            for job_id, finished in zip(chunk, outcomes, strict=True):
+                if finished is not None:
+                    self._settle(job_id, finished)
+
+    async def _serve(self) -> None:
+        backend = await self._app.connected_backend()
+        push = backend.capabilities.push_job_changes
+        timeout = SAFETY_REREAD_SECONDS if push else self._app.settings.poll_interval
+        changes: asyncio.Task[set[str] | None] | None = None
+        last_full_read = time.monotonic()
+        errors = 0
+        try:
+            while self._futures:
+                try:
+                    fresh, self._fresh = self._fresh, set()
+                    self._changed.clear()
+                    if fresh:
+                        await backend.watch_jobs(WatchJobsParams(job_ids=sorted(fresh)))
+                    if changes is None or fresh:
+                        ids = sorted(self._futures)
+                        previous, changes = (
+                            changes,
+                            asyncio.ensure_future(
+                                backend.wait_for_job_changes(WaitForJobChangesParams(job_ids=ids, timeout=timeout))
+                            ),
+                        )
+                        if previous is not None:
+                            previous.cancel()  # after the new call started: no moment listens for nobody
+                        await asyncio.sleep(0)  # let the new call subscribe before the read below
+                    if fresh:
+                        # Read after watching and subscribing: a job that finished before that is seen here,
+                        # one that finishes after it publishes a change.
+                        await self._read(backend, fresh)
+                    if not self._futures:
+                        break
+                    woken = asyncio.ensure_future(self._changed.wait())
+                    try:
+                        await asyncio.wait({changes, woken}, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        woken.cancel()
+                    if not changes.done():
+                        continue  # new waiters, or none left: start over with the current ids
+                    changed, changes = changes.result(), None
+                    now = time.monotonic()
+                    if changed is None or now - last_full_read >= SAFETY_REREAD_SECONDS:
+                        last_full_read = now
+                        await self._read(backend, list(self._futures))
+                    elif changed:
+                        await self._read(backend, changed)
+                    errors = 0
+                except Exception as exc:
+                    changes = None
+                    errors += 1
+                    if errors >= MAX_CONSECUTIVE_ERRORS:
+                        self._fail_all(exc)
+                        return
+                    logger.warning("waiting for jobs: the store failed (%s); trying again", exc)
+                    await asyncio.sleep(self._app.settings.poll_interval)
+        finally:
+            if changes is not None:
+                changes.cancel()
+
+    def _fail_all(self, exc: Exception) -> None:
+        for job_id in list(self._futures):
+            error = SoniqError(f"waiting for job {job_id} failed: the store kept failing ({exc})")
+            self._settle(job_id, Finished(error=lambda error=error: error))  # type: ignore[misc]
+
+    async def close(self) -> None:
+        """Stop the service; waiters still waiting get a `SoniqError` saying the app was closed."""
+        task, self._task = self._task, None
+        for job_id in list(self._futures):
+            message = f"the app was closed while waiting for job {job_id}"
+            self._settle(job_id, Finished(error=lambda message=message: SoniqError(message)))  # type: ignore[misc]
+        if task is not None and not task.done():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
