@@ -1,6 +1,7 @@
 """A schema made by an older soniq-postgres upgrades to the latest migration, keeping its rows:
 from version 1 (through `job_names`, 2), from version 2 (worker state and dashboard indexes, 3) and from version 3,
-up to schedules, the leader lease and `expires_at` (4), and dedup keys with producer ids (5)."""
+up to schedules, the leader lease and `expires_at` (4), dedup keys with producer ids (5), and from
+version 5 to protocol 4's dependencies, limits, cancel requests and watched rows (6)."""
 
 from __future__ import annotations
 
@@ -37,17 +38,17 @@ async def _schema_at(raw: asyncpg.Connection, namespace: str, version: int) -> s
     return quoted
 
 
-@pytest.mark.parametrize("start", [1, 2, 3, 4])
+@pytest.mark.parametrize("start", [1, 2, 3, 4, 5])
 async def test_an_older_schema_upgrades_to_the_latest_and_keeps_its_workers(
     start: int, make_backend: Callable[..., Awaitable[PostgresBackend]], raw: asyncpg.Connection, namespace: str
 ) -> None:
-    assert LATEST_VERSION == 5
+    assert LATEST_VERSION == 6
     quoted = await _schema_at(raw, namespace, start)
 
     backend = await make_backend()
 
     versions = await raw.fetch(f"SELECT version FROM {quoted}.soniq_migrations ORDER BY version")
-    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5]
+    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5, 6]
     (old,) = await backend.list_workers()
     assert old.id == "old"
     assert old.job_names == (None if start == 1 else ("app.old",))

@@ -4,7 +4,9 @@ Claims use ``FOR UPDATE SKIP LOCKED`` in one statement; every write about a
 claimed row is fenced by ``status = 'processing' AND worker_id = <caller>``;
 wake-ups travel over LISTEN/NOTIFY on one dedicated connection per backend,
 with a plain sleep as the fallback (``listen=False``, or behind PgBouncer in
-transaction mode without a direct ``listen_url``).
+transaction mode without a direct ``listen_url``). Job changes (protocol 4)
+share that connection on a second channel. Dependencies live in
+`soniq_postgres.dependencies`, the limited claim in `soniq_postgres.limits`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from soniq.errors import JobArgumentsError, SoniqError
 from soniq.params import (
     AcquireLeaseParams,
     CancelJobParams,
+    CancelRequestsParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
@@ -36,6 +39,7 @@ from soniq.params import (
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -59,6 +63,7 @@ from soniq.params import (
     ReleaseLeaseParams,
     RemoveScheduleParams,
     ReplayDeadLetterParams,
+    RequestCancelParams,
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
@@ -66,10 +71,13 @@ from soniq.params import (
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
+    WaitForJobChangesParams,
     WaitForJobsParams,
+    WatchJobsParams,
 )
 from soniq.records import (
     ActivityBucket,
+    CancelOutcome,
     DeadLetterPage,
     DeadLetterRecord,
     DeadLetterStats,
@@ -88,7 +96,7 @@ from soniq.records import (
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_postgres import legacy_010, migrations, pooling, reads, schedules, schema_setup
+from soniq_postgres import dependencies, legacy_010, limits, migrations, pooling, reads, schedules, schema_setup
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
@@ -135,6 +143,7 @@ COPY_COLUMNS = (
     "created_at",
     "updated_at",
     "trace_context",
+    "limit_key",
 )
 
 
@@ -146,6 +155,8 @@ class PostgresBackend:
         self._queries = Queries(options.schema)
         self._stale_sql = StaleSql(self._queries)
         self._schedule_sql = schedules.ScheduleSql(options.schema)
+        self._dependency_sql = dependencies.DependencySql(self._queries)
+        self._limit_sql = limits.LimitSql(self._queries)
         self._claim_sql = {
             (kind, by_name): self._queries.claim(queue_count=kind, by_name=by_name)
             for kind in (None, 1, 2)
@@ -165,6 +176,7 @@ class PostgresBackend:
             push_wakeup=options.listen,
             transactional_enqueue=True,
             shared_across_processes=True,
+            push_job_changes=options.listen,
         )
 
     @classmethod
@@ -256,7 +268,8 @@ class PostgresBackend:
             if self._options.schema == DEFAULT_SCHEMA:
                 await connection.execute(
                     f"DROP TABLE IF EXISTS {schema}.soniq_jobs, {schema}.soniq_dead_letter_jobs, "
-                    f"{schema}.soniq_workers, {schema}.soniq_migrations"
+                    f"{schema}.soniq_workers, {schema}.soniq_migrations, {schema}.soniq_schedules, "
+                    f"{schema}.soniq_leader, {schema}.soniq_job_dependencies, {schema}.soniq_rate_windows"
                 )
             else:
                 await connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
@@ -273,16 +286,21 @@ class PostgresBackend:
         if len(payload) > 7000:  # NOTIFY payloads stop at 8000 bytes; empty means "any queue"
             payload = ""
         keyed = any(job.dedup_key is not None or job.producer_id is not None for job in jobs)
+        waiting = any(job.depends_on for job in jobs)
         try:
             if connection is not None:
                 await self._ensure_schema()
                 # The caller's transaction: NOTIFY is delivered only if it commits.
                 async with translated(self._options):
+                    if waiting:
+                        return await self._insert_waiting(connection, jobs, payload)
                     if keyed:
                         return await self._insert_keyed(connection, jobs, payload)
                     await self._insert(connection, jobs, payload)
                 return None
             async with self._connection() as conn:
+                if waiting:
+                    return await self._insert_waiting(conn, jobs, payload)
                 if keyed:
                     return await self._insert_keyed(conn, jobs, payload)
                 if len(jobs) >= COPY_THRESHOLD:
@@ -302,6 +320,12 @@ class PostgresBackend:
                 "for NUL characters, lone surrogates or out-of-range numbers"
             ) from None
 
+    async def _insert_waiting(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> list[str]:
+        """Jobs with dependencies (protocol 4): validated and linked in one transaction or savepoint."""
+        return await dependencies.insert_with_dependencies(
+            conn, self._dependency_sql, jobs, wake_channel=self._options.channel, payload=payload
+        )
+
     async def _insert_keyed(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> list[str]:
         """One INSERT ... ON CONFLICT for jobs with dedup keys (issue 12); the stored id of each job."""
         rows = await conn.fetch(
@@ -318,6 +342,7 @@ class PostgresBackend:
             [job.producer_id for job in jobs],
             self._options.channel,
             payload,
+            [job.limit_key for job in jobs],
         )
         by_key = {row["dedup_key"]: str(row["id"]) for row in rows if row["dedup_key"] is not None}
         return [by_key[job.dedup_key] if job.dedup_key is not None else job.id for job in jobs]
@@ -339,6 +364,7 @@ class PostgresBackend:
                 optional_json(job.trace_context),
                 channel,
                 payload,
+                job.limit_key,
             )
             return
         if len(jobs) < COPY_THRESHOLD:
@@ -354,6 +380,7 @@ class PostgresBackend:
                 [optional_json(job.trace_context) for job in jobs],
                 channel,
                 payload,
+                [job.limit_key for job in jobs],
             )
             return
         # created_at rises by a microsecond per row so that claim order keeps the list's order.
@@ -372,6 +399,7 @@ class PostgresBackend:
                 base + timedelta(microseconds=index),
                 base + timedelta(microseconds=index),
                 optional_json(job.trace_context),
+                job.limit_key,
             )
             for index, job in enumerate(jobs)
         ]
@@ -401,7 +429,8 @@ class PostgresBackend:
 
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
         async with self._connection() as conn:
-            return affected(await conn.execute(self._queries.cancel, params.job_id)) == 1
+            written = await self._settle(conn, self._queries.cancel, params.job_id, ended=dependencies.CANCELLED)
+        return bool(written)
 
     # -- the claim path ----------------------------------------------------
 
@@ -414,6 +443,10 @@ class PostgresBackend:
         names = params.job_names
         if names is not None and not names:
             return []
+        if params.limits:
+            async with self._connection() as conn:
+                rows = await limits.claim_limited(conn, self._limit_sql, self._options.schema, params)
+            return sorted(rows, key=claim_order)
         by_name = names is not None
         args: tuple[Any, ...]
         if queues is None:
@@ -427,6 +460,68 @@ class PostgresBackend:
         async with self._connection() as conn:
             rows = await conn.fetch(sql, params.worker_id, limit, params.mark_started, *args)
         return sorted((job_record(row) for row in rows), key=claim_order)
+
+    # -- protocol 4: cancelling running jobs, waiting for jobs ----------------
+
+    async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
+        job_id = params.job_id
+        async with self._connection() as conn, conn.transaction():
+            row = await conn.fetchrow(self._queries.request_cancel, job_id, self._options.changes_channel)
+            if row is not None:
+                if row["status"] == JobStatus.PROCESSING.value:
+                    return CancelOutcome.REQUESTED
+                if row["has_dependents"]:
+                    await self._resolve(conn, [(job_id, dependencies.CANCELLED)])
+                return CancelOutcome.CANCELLED
+            found = await conn.fetchrow(self._queries.finished_status, job_id)
+        assert found is not None
+        if found["status"] is not None or found["dead"]:
+            return CancelOutcome.ALREADY_FINISHED
+        return CancelOutcome.NOT_FOUND
+
+    async def cancel_requests(self, params: CancelRequestsParams, /) -> set[str]:
+        async with self._connection() as conn:
+            rows = await conn.fetch(self._queries.cancel_requests, params.worker_id)
+        return {row["id"] for row in rows}
+
+    async def finish_cancel(self, params: FinishCancelParams, /) -> bool:
+        async with self._connection() as conn:
+            written = await self._settle(
+                conn,
+                self._queries.finish_cancel,
+                params.job_id,
+                params.worker_id,
+                params.message,
+                ended=dependencies.CANCELLED,
+            )
+        return bool(written)
+
+    async def watch_jobs(self, params: WatchJobsParams, /) -> None:
+        # Without a listener nobody could hear the change: marking rows would only cost writes.
+        if not params.job_ids or not self._options.listen:
+            return
+        async with self._connection() as conn:
+            await conn.execute(self._queries.watch, list(params.job_ids))
+
+    async def wait_for_job_changes(self, params: WaitForJobChangesParams, /) -> set[str] | None:
+        timeout = max(params.timeout, 0.0)
+        if not self._options.listen:
+            await asyncio.sleep(timeout)
+            return None
+        listener = await self._start_listener(wait=timeout)
+        changed = await listener.wait_changes(params.job_ids, timeout=timeout)
+        if not changed and not listener.connected:
+            return None  # LISTEN was down: changes may have been missed
+        return changed
+
+    async def _resolve(self, conn: asyncpg.Connection, settled: Sequence[tuple[str, str | None]]) -> None:
+        await dependencies.resolve(
+            conn,
+            self._dependency_sql,
+            settled,
+            wake_channel=self._options.channel,
+            changes_channel=self._options.changes_channel,
+        )
 
     async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
         if not params.job_ids:
@@ -443,9 +538,13 @@ class PostgresBackend:
         if doomed:
             # result_ttl = 0: the fenced delete stands in for the completion write.
             async with self._connection() as conn:
-                deleted = {
-                    row["id"] for row in await conn.fetch(self._queries.complete_deleting, doomed, params.worker_id)
-                }
+                deleted = await self._complete(
+                    conn,
+                    self._queries.complete_deleting_guarded,
+                    self._queries.complete_deleting,
+                    doomed,
+                    params.worker_id,
+                )
             rest = [result for result in results if not result.delete_row]
             if not rest:
                 return deleted
@@ -465,12 +564,53 @@ class PostgresBackend:
             return set()
         async with self._connection() as conn:
             try:
-                rows = await conn.fetch(self._queries.complete_many, ids, params.worker_id, payloads, expiries)
+                return await self._complete(
+                    conn,
+                    self._queries.complete_many_guarded,
+                    self._queries.complete_many,
+                    ids,
+                    params.worker_id,
+                    payloads,
+                    expiries,
+                )
             except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 if is_connection_fault(exc):
                     raise
                 return await self._complete_one_by_one(conn, params.worker_id, ids, payloads, expiries)
-        return {row["id"] for row in rows}
+
+    async def _complete(
+        self, conn: asyncpg.Connection, guarded: str, full: str, ids: list[str], worker_id: str, *rest: list[Any]
+    ) -> set[str]:
+        """One statement for the rows nobody depends on; the rows it left (with dependents, or lost
+        by this worker) again, in a transaction that resolves their dependents (protocol 4)."""
+        changes = self._options.changes_channel
+        rows = await conn.fetch(guarded, ids, worker_id, *rest, changes)
+        written = {row["id"] for row in rows}
+        if len(written) == len(ids):
+            return written
+        left = [index for index, job_id in enumerate(ids) if job_id not in written]
+        more = await self._settle(
+            conn,
+            full,
+            [ids[index] for index in left],
+            worker_id,
+            *([column[index] for index in left] for column in rest),
+            ended=None,
+        )
+        return written | set(more)
+
+    async def _settle(self, conn: asyncpg.Connection, statement: str, *args: Any, ended: str | None) -> list[str]:
+        """A terminal write and the resolution of its rows' dependents, in one transaction."""
+        return await dependencies.settle(
+            conn,
+            self._dependency_sql,
+            statement,
+            *args,
+            self._options.changes_channel,
+            ended=ended,
+            wake_channel=self._options.channel,
+            changes_channel=self._options.changes_channel,
+        )
 
     async def _complete_one_by_one(
         self,
@@ -485,12 +625,14 @@ class PostgresBackend:
         written: set[str] = set()
         for job_id, payload, expires_at in zip(ids, payloads, expiries, strict=True):
             try:
-                rows = await conn.fetch(self._queries.complete_many, [job_id], worker_id, [payload], [expires_at])
+                rows = await self._settle(
+                    conn, self._queries.complete_many, [job_id], worker_id, [payload], [expires_at], ended=None
+                )
             except (asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
                 if is_connection_fault(exc):
                     raise
                 continue
-            written.update(row["id"] for row in rows)
+            written.update(rows)
         return written
 
     async def retry_job(self, params: RetryJobParams, /) -> bool:
@@ -504,10 +646,16 @@ class PostgresBackend:
     async def dead_letter_job(self, params: DeadLetterJobParams, /) -> bool:
         reason = str(getattr(params.reason, "value", params.reason))
         async with self._connection() as conn:
-            moved = await conn.fetchval(
-                self._queries.dead_letter, params.job_id, params.worker_id, params.error, reason
+            moved = await self._settle(
+                conn,
+                self._queries.dead_letter,
+                params.job_id,
+                params.worker_id,
+                params.error,
+                reason,
+                ended=dependencies.DEAD_LETTERED,
             )
-        return moved is not None
+        return bool(moved)
 
     async def nack_job(self, params: NackJobParams, /) -> bool:
         return await self._fenced(self._queries.nack, params.job_id, params.worker_id)
@@ -563,18 +711,27 @@ class PostgresBackend:
     async def rescue_jobs(self, params: RescueJobsParams, /) -> set[str]:
         if not params.rescues:
             return set()
-        async with self._connection() as conn:
-            return await rescue_jobs(conn, sql=self._stale_sql, rescues=params.rescues)
+        async with self._connection() as conn, conn.transaction():
+            rows = await rescue_jobs(
+                conn, sql=self._stale_sql, rescues=params.rescues, changes_channel=self._options.changes_channel
+            )
+            # Only dead-lettered rows come back flagged: a requeue resolves nothing.
+            flagged = [(row["id"], dependencies.DEAD_LETTERED) for row in rows if row["has_dependents"]]
+            if flagged:
+                await self._resolve(conn, flagged)
+        return {row["id"] for row in rows}
 
     async def expire_unknown_jobs(self, params: ExpireUnknownJobsParams, /) -> set[str]:
         async with self._connection() as conn:
-            rows = await conn.fetch(
+            moved = await self._settle(
+                conn,
                 self._queries.expire_unknown,
                 list(params.known_names),
                 max(float(params.older_than), 0.0),
                 params.error,
+                ended=dependencies.DEAD_LETTERED,
             )
-        return {row["id"] for row in rows}
+        return set(moved)
 
     # -- observation -------------------------------------------------------
 
@@ -660,7 +817,9 @@ class PostgresBackend:
 
     async def delete_job(self, params: DeleteJobParams, /) -> bool:
         async with self._connection() as conn:
-            return affected(await conn.execute(self._queries.delete_job, params.job_id)) == 1
+            # The statement reports dependents only for a row that was not yet done.
+            gone = await self._settle(conn, self._queries.delete_job, params.job_id, ended=dependencies.DELETED)
+        return bool(gone)
 
     async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
         if params.limit <= 0:
@@ -926,7 +1085,9 @@ SELECT (SELECT count(*) FROM d) AS total,
                     options, application_name=options.listen_application_name, dsn=options.listen_dsn
                 )
 
-            self._listener = NotificationListener(connect=connect, channel=options.channel)
+            self._listener = NotificationListener(
+                connect=connect, channel=options.channel, changes_channel=options.changes_channel
+            )
         await self._listener.start(wait=wait)
         return self._listener
 
@@ -937,7 +1098,9 @@ SELECT (SELECT count(*) FROM d) AS total,
         if self._pooling_line is not None:
             return
         self._options, self._pooling_line = await pooling.resolve(self._options)
-        self._capabilities = dataclasses.replace(self._capabilities, push_wakeup=self._options.listen)
+        self._capabilities = dataclasses.replace(
+            self._capabilities, push_wakeup=self._options.listen, push_job_changes=self._options.listen
+        )
 
     @property
     def connection_budget(self) -> int:

@@ -10,6 +10,12 @@ Every notification bumps a counter, per queue named in the payload (an empty
 payload means "any queue"). A caller that remembers the counter from before
 its last claim can then tell that something arrived in between, closing the
 gap between an empty claim and the next wait.
+
+Job changes (protocol 4) arrive on a second channel of the same connection,
+one job id per notification. Each wakes the waiters for that id; a change
+that finds no waiter is kept (a bounded, oldest-first memory) until a wait
+for that id takes it, so a change published between a caller's read and its
+wait is not lost.
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
 import asyncpg
@@ -28,6 +35,8 @@ log = logging.getLogger("soniq_postgres.listener")
 INITIAL_BACKOFF = 0.05
 MAX_BACKOFF = 5.0
 PING_INTERVAL = 15.0
+KEPT_CHANGES = 10_000
+"""Changes nobody waited for yet, kept per process for a later wait (the oldest go first)."""
 
 
 class NotificationListener:
@@ -36,10 +45,14 @@ class NotificationListener:
         *,
         connect: Callable[[], Awaitable[asyncpg.Connection]],
         channel: str,
+        changes_channel: str | None = None,
         ping_interval: float = PING_INTERVAL,
     ) -> None:
         self._connect = connect
         self._channel = channel
+        self._changes_channel = changes_channel
+        self._change_waiters: set[tuple[frozenset[str], asyncio.Future[set[str] | None]]] = set()
+        self._unclaimed: OrderedDict[str, None] = OrderedDict()
         self._ping_interval = ping_interval
         self._task: asyncio.Task[None] | None = None
         self._connection: asyncpg.Connection | None = None
@@ -73,6 +86,7 @@ class NotificationListener:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._wake(None)
+        self._wake_changes(None)
 
     def sequence_for(self, queues: Sequence[str] | None) -> int:
         """The counter of the latest notification relevant to `queues`."""
@@ -93,6 +107,47 @@ class NotificationListener:
                 await asyncio.wait_for(asyncio.shield(future), timeout)
         finally:
             self._waiters.discard(entry)
+
+    async def wait_changes(self, job_ids: Collection[str], *, timeout: float) -> set[str] | None:
+        """The ids among `job_ids` with a change, returned on the first one (or one kept from
+        before the call); an empty set after `timeout`; None after a reconnect (changes may be lost)."""
+        wanted = frozenset(job_ids)
+        kept = {job_id for job_id in wanted if job_id in self._unclaimed}
+        if kept:
+            for job_id in kept:
+                del self._unclaimed[job_id]
+            return kept
+        future: asyncio.Future[set[str] | None] = asyncio.get_running_loop().create_future()
+        entry = (wanted, future)
+        self._change_waiters.add(entry)
+        try:
+            with contextlib.suppress(TimeoutError):
+                return await asyncio.wait_for(asyncio.shield(future), timeout)
+            return set()
+        finally:
+            self._change_waiters.discard(entry)
+
+    def _on_change(self, connection: Any, pid: int, channel: str, payload: str) -> None:
+        if not payload:
+            return
+        if not self._wake_changes(payload):
+            self._unclaimed.pop(payload, None)
+            self._unclaimed[payload] = None
+            while len(self._unclaimed) > KEPT_CHANGES:
+                self._unclaimed.popitem(last=False)
+
+    def _wake_changes(self, job_id: str | None) -> bool:
+        """Wake the waiters for `job_id` (None: every waiter, with None); whether any was woken."""
+        woken = False
+        for wanted, future in list(self._change_waiters):
+            if future.done():
+                continue
+            if job_id is None:
+                future.set_result(None)
+            elif job_id in wanted:
+                future.set_result({job_id})
+                woken = True
+        return woken
 
     def _on_notification(self, connection: Any, pid: int, channel: str, payload: str) -> None:
         queues = [name for name in payload.split(",") if name] if payload else []
@@ -120,6 +175,8 @@ class NotificationListener:
                 connection = await self._connect()
                 connection.add_termination_listener(functools.partial(_set_event, lost))
                 await connection.add_listener(self._channel, self._on_notification)
+                if self._changes_channel is not None:
+                    await connection.add_listener(self._changes_channel, self._on_change)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -134,6 +191,7 @@ class NotificationListener:
                 self._sequence += 1
                 self._any_sequence = self._sequence
                 self._wake(None)
+                self._wake_changes(None)
             self._connection = connection
             self._first_attempt.set()
             backoff = INITIAL_BACKOFF

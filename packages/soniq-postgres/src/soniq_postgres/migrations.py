@@ -18,6 +18,8 @@ from soniq_postgres.options import quote_ident
 # Advisory lock class ids (first key); the second key is hashtext(schema).
 MIGRATION_LOCK = 0x50C1_0001
 RECOVERY_LOCK = 0x50C1_0002
+LIMITS_LOCK = 0x50C1_0003
+"""Serialises the claims that pass fleet-wide limits (issue 19), per namespace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +185,58 @@ ALTER TABLE {schema}.soniq_jobs
 -- At most one queued row per key; enqueue's INSERT ... ON CONFLICT targets exactly this index.
 CREATE UNIQUE INDEX IF NOT EXISTS soniq_jobs_dedup_idx
     ON {schema}.soniq_jobs (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL;
+""",
+    ),
+    # -- issue 19 (backend protocol 4) -----------------------------------------
+    Migration(
+        6,
+        "dependencies, fleet-wide limits, cancel requests and watched jobs",
+        """
+-- Constant defaults: PostgreSQL 11+ adds these without rewriting the table. The checks are
+-- NOT VALID so that an upgrade does not scan every row (each existing row holds the default);
+-- they still hold every row written from now on.
+ALTER TABLE {schema}.soniq_jobs
+    ADD COLUMN IF NOT EXISTS depends_on        text[]  NOT NULL DEFAULT '{{}}',
+    ADD COLUMN IF NOT EXISTS waiting_on        integer NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS dependency_policy text    NOT NULL DEFAULT 'cancel',
+    ADD COLUMN IF NOT EXISTS limit_key         text,
+    ADD COLUMN IF NOT EXISTS cancel_requested  boolean NOT NULL DEFAULT false,
+    ADD COLUMN IF NOT EXISTS watched           boolean NOT NULL DEFAULT false,
+    ADD COLUMN IF NOT EXISTS has_dependents    boolean NOT NULL DEFAULT false;
+ALTER TABLE {schema}.soniq_jobs
+    ADD CONSTRAINT soniq_jobs_dependency_policy_check CHECK (dependency_policy IN ('cancel', 'run')) NOT VALID,
+    ADD CONSTRAINT soniq_jobs_waiting_on_check CHECK (waiting_on >= 0) NOT VALID;
+-- The claim indexes hold only claimable rows: a row waiting for dependencies is not in them,
+-- so the claim still reads the first rows of the index in order and never steps over blocked ones.
+DROP INDEX IF EXISTS {schema}.soniq_jobs_claim_queue_idx;
+CREATE INDEX soniq_jobs_claim_queue_idx
+    ON {schema}.soniq_jobs (queue, priority, scheduled_at, created_at, id)
+    WHERE status = 'queued' AND waiting_on = 0;
+DROP INDEX IF EXISTS {schema}.soniq_jobs_claim_any_idx;
+CREATE INDEX soniq_jobs_claim_any_idx
+    ON {schema}.soniq_jobs (priority, scheduled_at, created_at, id)
+    WHERE status = 'queued' AND waiting_on = 0;
+-- A limited claim counts the running rows of a group (a queue or a job name, per limit_key).
+CREATE INDEX IF NOT EXISTS soniq_jobs_running_queue_idx
+    ON {schema}.soniq_jobs (queue, limit_key) WHERE status = 'processing';
+CREATE INDEX IF NOT EXISTS soniq_jobs_running_name_idx
+    ON {schema}.soniq_jobs (job_name, limit_key) WHERE status = 'processing';
+-- One edge per unresolved dependency: resolving a job reads only its own dependents.
+-- No foreign keys: a dependency may be deleted or moved to the dead letters, and
+-- the write that does so consumes its edges.
+CREATE TABLE IF NOT EXISTS {schema}.soniq_job_dependencies (
+    dependency_id text NOT NULL,
+    job_id        text NOT NULL,
+    PRIMARY KEY (dependency_id, job_id)
+);
+-- Claims per group and fixed window of a rate limit; limited claims delete past windows.
+CREATE TABLE IF NOT EXISTS {schema}.soniq_rate_windows (
+    limit_name   text        NOT NULL,
+    partition    text        NOT NULL,
+    window_start timestamptz NOT NULL,
+    starts       integer     NOT NULL DEFAULT 0,
+    PRIMARY KEY (limit_name, partition, window_start)
+);
 """,
     ),
 )

@@ -23,6 +23,7 @@ from soniq.redaction import redact_text, redact_url
 
 DEFAULT_SCHEMA = "public"
 BASE_CHANNEL = "soniq_new_job"
+CHANGES_CHANNEL = "soniq_job_change"
 DEFAULT_MAX_SIZE = 10
 DEFAULT_MIN_SIZE = 1
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -113,13 +114,13 @@ class PostgresOptions:
     @property
     def channel(self) -> str:
         """The LISTEN/NOTIFY channel: `soniq_new_job`, suffixed by the namespace."""
-        if self.schema == DEFAULT_SCHEMA:
-            return BASE_CHANNEL
-        candidate = f"{BASE_CHANNEL}_{self.schema}"
-        if len(candidate) <= _MAX_IDENTIFIER:
-            return candidate
-        digest = hashlib.sha1(self.schema.encode()).hexdigest()[:16]
-        return f"{BASE_CHANNEL}_{digest}"
+        return _namespaced(BASE_CHANNEL, self.schema)
+
+    @property
+    def changes_channel(self) -> str:
+        """The channel of job changes (protocol 4): a watched row finished, or a cancel was requested.
+        Its payload is the job id; it shares the LISTEN connection with `channel`."""
+        return _namespaced(CHANGES_CHANNEL, self.schema)
 
     @property
     def application_name(self) -> str:
@@ -131,6 +132,16 @@ class PostgresOptions:
     def listen_application_name(self) -> str:
         name = "soniq-listen" if self.schema == DEFAULT_SCHEMA else f"soniq-listen/{self.schema}"
         return name[:_MAX_IDENTIFIER]
+
+
+def _namespaced(base: str, schema: str) -> str:
+    if schema == DEFAULT_SCHEMA:
+        return base
+    candidate = f"{base}_{schema}"
+    if len(candidate) <= _MAX_IDENTIFIER:
+        return candidate
+    digest = hashlib.sha1(schema.encode()).hexdigest()[:16]
+    return f"{base}_{digest}"
 
 
 def quote_ident(name: str) -> str:

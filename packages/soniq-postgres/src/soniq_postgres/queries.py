@@ -18,7 +18,8 @@ from soniq_postgres.options import quote_ident
 JOB_COLUMNS = (
     "id, job_name, args::text AS args, status, attempts, max_attempts, queue, priority, "
     "scheduled_at, last_error, worker_id, result::text AS result, created_at, updated_at, "
-    "started_at, trace_context::text AS trace_context, expires_at, dedup_key, producer_id"
+    "started_at, trace_context::text AS trace_context, expires_at, dedup_key, producer_id, "
+    "depends_on, waiting_on, dependency_policy, limit_key, cancel_requested"
 )
 # Listings without results never read the column: a large result costs nothing there.
 JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("result::text AS result", "NULL::text AS result")
@@ -34,6 +35,20 @@ _CLAIM_ORDER = "priority, scheduled_at, created_at, id"
 _OWNED = "id = $1 AND status = 'processing' AND worker_id = $2"
 
 
+def finished(rows: str, changes: str) -> str:
+    """The result of a terminal write (protocol 4): each written row's id and `has_dependents`,
+    and a job change published (delivered on commit) for each written row that is watched.
+
+    `rows` names a CTE yielding `id`, `has_dependents` and `watched`; `changes` is the channel parameter.
+    The notifications are an uncorrelated subquery, so they run once, only when a row was written.
+    """
+    return (
+        f"SELECT r.id, r.has_dependents, "
+        f"(SELECT count(pg_notify({changes}::text, w.id)) FROM {rows} AS w WHERE w.watched) AS changed "
+        f"FROM {rows} AS r"
+    )
+
+
 class Queries:
     """SQL text for one schema."""
 
@@ -46,15 +61,15 @@ class Queries:
         jobs, dead = self.jobs, self.dead
 
         # $1 ids, $2 names, $3 args, $4 queues, $5 priorities, $6 scheduled_at,
-        # $7 max_attempts, $8 trace contexts, $9 channel, $10 payload.
+        # $7 max_attempts, $8 trace contexts, $9 channel, $10 payload, $11 limit keys.
         # clock_timestamp() per row keeps a batch's created_at in list order.
         self.enqueue = f"""
 WITH inserted AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        trace_context, status, attempts, created_at, updated_at)
-    SELECT i, n, a::json, q, p, s, m, t::json, 'queued', 0, clock_timestamp(), clock_timestamp()
+                        trace_context, limit_key, status, attempts, created_at, updated_at)
+    SELECT i, n, a::json, q, p, s, m, t::json, k, 'queued', 0, clock_timestamp(), clock_timestamp()
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
-                $6::timestamptz[], $7::int[], $8::text[]) AS r(i, n, a, q, p, s, m, t)
+                $6::timestamptz[], $7::int[], $8::text[], $11::text[]) AS r(i, n, a, q, p, s, m, t, k)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
@@ -62,8 +77,9 @@ SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
         self.enqueue_one = f"""
 WITH inserted AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        trace_context, status, attempts, created_at, updated_at)
-    VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8::json, 'queued', 0, clock_timestamp(), clock_timestamp())
+                        trace_context, limit_key, status, attempts, created_at, updated_at)
+    VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8::json, $11::text, 'queued', 0, clock_timestamp(),
+            clock_timestamp())
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
@@ -71,40 +87,80 @@ SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
         # -- issue 12 (compat-store) --
         # Jobs with a dedup key or producer id. A key a queued row holds hits the partial unique
         # index and becomes a no-op update, whose RETURNING yields that row's id; racing producers
-        # wait on the index entry, so exactly one row is stored. $9 keys, $10 producers.
+        # wait on the index entry, so exactly one row is stored. $9 keys, $10 producers, $13 limit keys.
         self.enqueue_keyed = f"""
 WITH stored AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        trace_context, dedup_key, producer_id, status, attempts, created_at, updated_at)
-    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, 'queued', 0, clock_timestamp(), clock_timestamp()
+                        trace_context, dedup_key, producer_id, limit_key, status, attempts, created_at,
+                        updated_at)
+    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, lk, 'queued', 0, clock_timestamp(), clock_timestamp()
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
-                $6::timestamptz[], $7::int[], $8::text[], $9::text[], $10::text[])
-         AS r(i, n, a, q, p, s, m, t, k, pr)
+                $6::timestamptz[], $7::int[], $8::text[], $9::text[], $10::text[], $13::text[])
+         AS r(i, n, a, q, p, s, m, t, k, pr, lk)
     ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL
     DO UPDATE SET dedup_key = EXCLUDED.dedup_key
     RETURNING id, dedup_key
 )
 SELECT id, dedup_key, pg_notify($11, $12) FROM stored"""
-        self.delete_job = f"DELETE FROM {jobs} WHERE id = $1"
-        self.complete_deleting = f"""
-DELETE FROM {jobs} WHERE id = ANY($1::text[]) AND status = 'processing' AND worker_id = $2
-RETURNING id"""
+        # Terminal writes (protocol 4) return `finished(...)`: the caller resolves the
+        # dependents of rows with `has_dependents` in the same transaction. $2 is the changes channel.
+        self.delete_job = f"""
+WITH gone AS (
+    DELETE FROM {jobs} WHERE id = $1
+    RETURNING id, status, has_dependents AND status <> 'done' AS has_dependents, watched
+)
+{finished("gone", "$2")}"""
+        # $1 ids, $2 worker, $3 changes channel.
+        self.complete_deleting = self.completing(deleting=True, guarded=False)
+        self.complete_deleting_guarded = self.completing(deleting=True, guarded=True)
 
         self.get_job = f"SELECT {JOB_COLUMNS} FROM {jobs} WHERE id = $1"
+        # $1 id, $2 changes channel.
         self.cancel = f"""
-UPDATE {jobs} SET status = 'cancelled', updated_at = now()
-WHERE id = $1 AND status = 'queued'"""
+WITH cancelled AS (
+    UPDATE {jobs} SET status = 'cancelled', updated_at = now()
+    WHERE id = $1 AND status = 'queued'
+    RETURNING id, has_dependents, watched
+)
+{finished("cancelled", "$2")}"""
+
+        # -- protocol 4: cancelling running jobs, watched jobs --
+        # $1 id, $2 changes channel. A queued row is cancelled; a processing one is flagged (its
+        # updated_at kept, so stale recovery's fence still holds) and its owner told, always.
+        self.request_cancel = f"""
+WITH c AS (
+    UPDATE {jobs} SET
+        status = CASE WHEN status = 'queued' THEN 'cancelled' ELSE status END,
+        cancel_requested = cancel_requested OR status = 'processing',
+        updated_at = CASE WHEN status = 'queued' THEN now() ELSE updated_at END
+    WHERE id = $1 AND status IN ('queued', 'processing')
+    RETURNING id, status, has_dependents AND status = 'cancelled' AS has_dependents, watched
+)
+SELECT c.id, c.status, c.has_dependents,
+       (SELECT count(pg_notify($2::text, w.id)) FROM c AS w WHERE w.status = 'processing' OR w.watched) AS changed
+FROM c"""
+        self.finished_status = f"""
+SELECT (SELECT status FROM {jobs} WHERE id = $1) AS status,
+       EXISTS (SELECT 1 FROM {dead} WHERE id = $1) AS dead"""
+        self.cancel_requests = f"""
+SELECT id FROM {jobs} WHERE status = 'processing' AND worker_id = $1 AND cancel_requested"""
+        # $1 id, $2 worker, $3 message, $4 changes channel.
+        self.finish_cancel = f"""
+WITH stopped AS (
+    UPDATE {jobs} SET status = 'cancelled', worker_id = NULL, last_error = $3, updated_at = now()
+    WHERE {_OWNED}
+    RETURNING id, has_dependents, watched
+)
+{finished("stopped", "$4")}"""
+        self.watch = f"UPDATE {jobs} SET watched = true WHERE id = ANY($1::text[]) AND NOT watched"
 
         self.mark_started = f"""
 UPDATE {jobs} SET started_at = now(), updated_at = now()
 WHERE id = ANY($1::text[]) AND status = 'processing' AND worker_id = $2
 RETURNING id"""
-        self.complete_many = f"""
-UPDATE {jobs} AS j SET status = 'done', result = r.result::json, worker_id = NULL, updated_at = now(),
-                       expires_at = r.expires_at
-FROM unnest($1::text[], $3::text[], $4::timestamptz[]) AS r(id, result, expires_at)
-WHERE j.id = r.id AND j.status = 'processing' AND j.worker_id = $2
-RETURNING j.id"""
+        # $1 ids, $2 worker, $3 results, $4 expiries, $5 changes channel.
+        self.complete_many = self.completing(deleting=False, guarded=False)
+        self.complete_many_guarded = self.completing(deleting=False, guarded=True)
         self.retry = f"""
 UPDATE {jobs} SET status = 'queued', attempts = attempts + 1, last_error = $3, scheduled_at = $4,
                   worker_id = NULL, started_at = NULL, updated_at = now()
@@ -117,14 +173,16 @@ WHERE {_OWNED}"""
 UPDATE {jobs} SET status = 'queued', worker_id = NULL, updated_at = now(), scheduled_at = now(),
                   started_at = NULL
 WHERE {_OWNED}"""
-        # One statement, so the delete and the insert commit together or not at all.
+        # One statement, so the delete and the insert commit together or not at all. $5 changes channel.
         self.dead_letter = f"""
 WITH moved AS (
     DELETE FROM {jobs} WHERE {_OWNED}
     RETURNING id, job_name, args, queue, attempts + 1 AS attempts, max_attempts, priority,
-              $3::text AS last_error, $4::text AS reason
+              $3::text AS last_error, $4::text AS reason, has_dependents, watched
+), dead AS (
+{self.dead_letter_insert("moved")}
 )
-{self.dead_letter_insert("moved")}"""
+{finished("moved", "$5")}"""
 
         self.register_worker = f"""
 INSERT INTO {self.workers} (id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at,
@@ -161,7 +219,7 @@ SELECT (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'queued') AS q
 
         self.get_dead = f"SELECT {DEAD_COLUMNS} FROM {dead} WHERE id = $1"
         self.purge_dead = f"DELETE FROM {dead} WHERE id = $1"
-        # $1 known names, $2 age in seconds, $3 last_error. SKIP LOCKED leaves a row
+        # $1 known names, $2 age in seconds, $3 last_error, $4 changes channel. SKIP LOCKED leaves a row
         # that a claim holds at this moment to that claim; the move is one statement.
         self.expire_unknown = f"""
 WITH picked AS (
@@ -173,9 +231,12 @@ WITH picked AS (
     DELETE FROM {jobs} AS j USING picked
     WHERE j.id = picked.id AND j.status = 'queued'
     RETURNING j.id, j.job_name, j.args, j.queue, j.attempts, j.max_attempts, j.priority,
-              $3::text AS last_error, '{DeadLetterReason.UNKNOWN_JOB.value}'::text AS reason
+              $3::text AS last_error, '{DeadLetterReason.UNKNOWN_JOB.value}'::text AS reason,
+              j.has_dependents, j.watched
+), dead AS (
+{self.dead_letter_insert("moved")}
 )
-{self.dead_letter_insert("moved")}"""
+{finished("moved", "$4")}"""
         # $1 dead-letter id, $2 new id, $3 scheduled_at, $4 channel.
         self.replay_dead = f"""
 WITH revived AS (
@@ -216,9 +277,10 @@ RETURNING id"""
 
         The locked selection and the update are one statement, so a row is
         either claimed by exactly one caller or left queued. The filter on
-        `status = 'queued'` matches the partial claim indexes, whose column
-        order is the ORDER BY, so the planner reads the first `limit` rows of
-        the index instead of sorting the backlog.
+        `status = 'queued' AND waiting_on = 0` matches the partial claim indexes
+        (rows waiting for dependencies are not in them), whose column order is
+        the ORDER BY, so the planner reads the first `limit` rows of the index
+        instead of sorting the backlog.
         """
         if queue_count is None:
             queue_filter = ""
@@ -243,12 +305,38 @@ SET status = 'processing', worker_id = $1, updated_at = now(),
     started_at = CASE WHEN $3::bool THEN now() END, dedup_key = NULL
 WHERE j.id = ANY(ARRAY(
     SELECT id FROM {self.jobs}
-    WHERE status = 'queued' AND scheduled_at <= now() {queue_filter} {name_filter}
+    WHERE status = 'queued' AND waiting_on = 0 AND scheduled_at <= now() {queue_filter} {name_filter}
     ORDER BY {_CLAIM_ORDER}
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ))
 RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
+
+    def completing(self, *, deleting: bool, guarded: bool) -> str:
+        """The batched completion: `done` with results, or (`deleting`, ``result_ttl = 0``) a fenced delete.
+
+        `guarded` leaves out rows with dependents, so that the common case is one statement
+        outside any transaction; the caller completes the rows left over in a transaction
+        that also resolves their dependents. The guard is re-checked on the latest row
+        version, so an enqueue that made a row a dependency while this waited is seen.
+        """
+        guard = "AND NOT j.has_dependents" if guarded else ""
+        if deleting:
+            return f"""
+WITH written AS (
+    DELETE FROM {self.jobs} AS j WHERE j.id = ANY($1::text[]) AND j.status = 'processing' AND j.worker_id = $2 {guard}
+    RETURNING j.id, j.has_dependents, j.watched
+)
+{finished("written", "$3")}"""
+        return f"""
+WITH written AS (
+    UPDATE {self.jobs} AS j SET status = 'done', result = r.result::json, worker_id = NULL, updated_at = now(),
+                                expires_at = r.expires_at
+    FROM unnest($1::text[], $3::text[], $4::timestamptz[]) AS r(id, result, expires_at)
+    WHERE j.id = r.id AND j.status = 'processing' AND j.worker_id = $2 {guard}
+    RETURNING j.id, j.has_dependents, j.watched
+)
+{finished("written", "$5")}"""
 
     def list_jobs(self, *, by_queue: bool, by_status: bool, with_results: bool) -> str:
         conditions: list[str] = []

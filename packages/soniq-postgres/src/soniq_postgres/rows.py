@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from soniq.decoding import decode_args, decode_json, join_problems
-from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord, WorkerStatus
+from soniq.records import DeadLetterRecord, DependencyPolicy, JobRecord, JobStatus, WorkerRecord, WorkerStatus
 
 
 def to_json(value: Any) -> str:
@@ -53,6 +53,11 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
         expires_at=_optional_utc(row.get("expires_at")),
         dedup_key=row.get("dedup_key"),
         producer_id=row.get("producer_id"),
+        depends_on=tuple(row.get("depends_on") or ()),
+        waiting_on=row.get("waiting_on") or 0,
+        dependency_policy=DependencyPolicy(row.get("dependency_policy") or DependencyPolicy.CANCEL.value),
+        limit_key=row.get("limit_key"),
+        cancel_requested=bool(row.get("cancel_requested")),
     )
 
 

@@ -20,7 +20,7 @@ import asyncpg
 from soniq.params import Rescue, RescueAction
 from soniq.records import StaleScan
 from soniq_postgres.migrations import RECOVERY_LOCK
-from soniq_postgres.queries import JOB_COLUMNS, Queries
+from soniq_postgres.queries import JOB_COLUMNS, Queries, finished
 from soniq_postgres.rows import job_record, utc
 
 _FENCE = "j.id = r.id AND j.status = 'processing' AND j.worker_id = r.worker_id AND j.updated_at = r.updated_at"
@@ -44,7 +44,7 @@ WHERE j.status = 'processing'
            AND j.updated_at < now() - make_interval(secs => $2::float8)))
 ORDER BY j.updated_at, j.id"""
         # $1 ids, $2 expected owners, $3 expected updated_at, $4 actions, $5 attempts,
-        # $6 errors (NULL keeps the stored one), $7 dead-letter reasons.
+        # $6 errors (NULL keeps the stored one), $7 dead-letter reasons, $8 the changes channel.
         # A release and a requeue write the same field set; they differ only in
         # the attempts and error core hands over.
         self.rescue = f"""
@@ -62,11 +62,14 @@ WITH r AS (
     DELETE FROM {q.jobs} AS j USING r
     WHERE r.action = '{RescueAction.DEAD_LETTER.value}' AND {_FENCE}
     RETURNING j.id, j.job_name, j.args, j.queue, r.attempts AS attempts, j.max_attempts, j.priority,
-              COALESCE(r.error, j.last_error) AS last_error, r.reason AS reason
+              COALESCE(r.error, j.last_error) AS last_error, r.reason AS reason, j.has_dependents, j.watched
 ), dead AS (
 {q.dead_letter_insert("moved")}
+), written AS (
+    SELECT id, false AS has_dependents, false AS watched FROM requeued
+    UNION ALL SELECT id, has_dependents, watched FROM moved
 )
-SELECT id FROM requeued UNION ALL SELECT id FROM dead"""
+{finished("written", "$8")}"""
 
 
 async def find_stale_jobs(
@@ -80,10 +83,14 @@ async def find_stale_jobs(
     return StaleScan(stale_workers=tuple(sorted(stale)), orphaned=tuple(job_record(row) for row in rows))
 
 
-async def rescue_jobs(connection: asyncpg.Connection, *, sql: StaleSql, rescues: Sequence[Rescue]) -> set[str]:
+async def rescue_jobs(
+    connection: asyncpg.Connection, *, sql: StaleSql, rescues: Sequence[Rescue], changes_channel: str
+) -> list[asyncpg.Record]:
+    """Write core's rescues; each written row's id and `has_dependents` (set only for a dead-lettered
+    row with dependents, which the caller resolves in the same transaction)."""
     if not rescues:
-        return set()
-    rows = await connection.fetch(
+        return []
+    rows: list[asyncpg.Record] = await connection.fetch(
         sql.rescue,
         [rescue.job_id for rescue in rescues],
         [rescue.expected_worker_id for rescue in rescues],
@@ -93,5 +100,6 @@ async def rescue_jobs(connection: asyncpg.Connection, *, sql: StaleSql, rescues:
         [rescue.attempts for rescue in rescues],
         [rescue.error for rescue in rescues],
         [rescue.reason for rescue in rescues],
+        changes_channel,
     )
-    return {row["id"] for row in rows}
+    return rows

@@ -1,0 +1,232 @@
+"""Job dependencies on PostgreSQL (protocol 4): enqueue with `depends_on`, and resolution.
+
+An edge row ``(dependency_id, job_id)`` in `soniq_job_dependencies` stands for each
+dependency a queued row still waits for, and the dependency's row carries
+``has_dependents = true``. Every terminal write returns `has_dependents` of the
+rows it wrote (see `queries.finished`); only when one is set does the writer
+resolve, consuming that row's edges in the same transaction, so rows nobody
+depends on pay nothing.
+
+Why the flag, and why resolution is a second statement: under READ COMMITTED a
+statement reads other rows as of its start. The enqueue sets the flag with an
+UPDATE of the dependency's row, so it and a terminal write of that row are
+serialised on the row lock: either the enqueue waits, and then reads the
+dependency's final status (PostgreSQL re-reads a row it waited for), or the
+terminal write waits, and then sees the flag on the row it writes, and its next
+statement, in the same transaction, sees the committed edges.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from soniq.errors import UnknownDependencyError
+from soniq.records import DependencyPolicy, NewJob
+from soniq_postgres.queries import Queries
+from soniq_postgres.rows import optional_json, to_json, utc
+
+CANCELLED = "cancelled"
+DEAD_LETTERED = "dead-lettered"
+DELETED = "deleted"
+"""How a failed dependency ended: the tail of the dependent's ``last_error``."""
+
+_PENDING = "pending"
+_DONE = "done"
+
+
+class DependencySql:
+    """SQL text for one schema."""
+
+    def __init__(self, q: Queries) -> None:
+        jobs, dead = q.jobs, q.dead
+        edges = f"{q.jobs.rsplit('.', 1)[0]}.soniq_job_dependencies"
+        self.edges = edges
+        # Marks the dependencies (waiting for a terminal write in progress) and reads each one's status.
+        self.flag = f"""
+UPDATE {jobs} SET has_dependents = true WHERE id = ANY($1::text[]) RETURNING id, status"""
+        self.dead_ids = f"SELECT id FROM {dead} WHERE id = ANY($1::text[])"
+        # $1..$10 as enqueue_keyed, $11 status, $12 waiting_on, $13 last_error, $14 depends_on (JSON),
+        # $15 policy, $16 limit_key, $17 has_dependents, $18 edge dependencies, $19 edge dependents,
+        # $20 wake channel, $21 payload. Edges are stored only for rows this call inserted.
+        self.insert = f"""
+WITH stored AS (
+    INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts, trace_context,
+                        dedup_key, producer_id, status, waiting_on, last_error, depends_on, dependency_policy,
+                        limit_key, has_dependents, attempts, created_at, updated_at)
+    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, st, w, e,
+           ARRAY(SELECT json_array_elements_text(d::json)), po, lk, hd, 0, clock_timestamp(), clock_timestamp()
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[],
+                $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::text[], $14::text[],
+                $15::text[], $16::text[], $17::bool[])
+         AS r(i, n, a, q, p, s, m, t, k, pr, st, w, e, d, po, lk, hd)
+    ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL
+    DO UPDATE SET dedup_key = EXCLUDED.dedup_key
+    RETURNING id, dedup_key
+), linked AS (
+    INSERT INTO {edges} (dependency_id, job_id)
+    SELECT x.d, x.j FROM unnest($18::text[], $19::text[]) AS x(d, j)
+    WHERE x.j IN (SELECT id FROM stored)
+    ON CONFLICT DO NOTHING
+)
+SELECT id, dedup_key, pg_notify($20, $21) FROM stored"""
+        # One round of resolution. $1 settled ids, $2 how each ended (NULL: done), $3 wake channel,
+        # $4 changes channel. Consumes the edges of the settled rows; each dependent still waiting
+        # either counts them down or, failed under policy `cancel`, becomes `cancelled`. Returns
+        # the dependents cancelled here that have dependents of their own (the next round).
+        self.resolve = f"""
+WITH x AS (
+    SELECT * FROM unnest($1::text[], $2::text[]) AS x(id, ended)
+), e AS (
+    DELETE FROM {edges} AS e USING x WHERE e.dependency_id = x.id
+    RETURNING e.job_id, e.dependency_id, x.ended
+), a AS (
+    SELECT job_id, count(*)::int AS n,
+           (array_agg(dependency_id ORDER BY dependency_id) FILTER (WHERE ended IS NOT NULL))[1] AS failed,
+           (array_agg(ended ORDER BY dependency_id) FILTER (WHERE ended IS NOT NULL))[1] AS ended
+    FROM e GROUP BY job_id
+), u AS (
+    UPDATE {jobs} AS j SET
+        status = CASE WHEN a.failed IS NOT NULL AND j.dependency_policy = 'cancel'
+                      THEN 'cancelled' ELSE 'queued' END,
+        waiting_on = CASE WHEN a.failed IS NOT NULL AND j.dependency_policy = 'cancel'
+                          THEN 0 ELSE GREATEST(j.waiting_on - a.n, 0) END,
+        last_error = CASE WHEN a.failed IS NOT NULL AND j.dependency_policy = 'cancel'
+                          THEN 'dependency ' || a.failed || ' was ' || a.ended ELSE j.last_error END,
+        updated_at = now()
+    FROM a
+    WHERE j.id = a.job_id AND j.status = 'queued' AND j.waiting_on > 0
+    RETURNING j.id, j.status, j.waiting_on, j.queue, j.has_dependents, j.watched
+)
+SELECT (SELECT count(pg_notify($3::text, queue)) FROM u WHERE status = 'queued' AND waiting_on = 0)
+       + (SELECT count(pg_notify($4::text, id)) FROM u WHERE status = 'cancelled' AND watched) AS notified,
+       ARRAY(SELECT id FROM u WHERE status = 'cancelled' AND has_dependents) AS next"""
+
+
+async def resolve(
+    connection: asyncpg.Connection,
+    sql: DependencySql,
+    settled: Sequence[tuple[str, str | None]],
+    *,
+    wake_channel: str,
+    changes_channel: str,
+) -> None:
+    """Resolve the dependents of `settled` rows ((id, how it failed, or None when done)),
+    cascading `cancel` through dependents of dependents. Run inside the terminal write's transaction."""
+    pending = list(settled)
+    while pending:
+        row = await connection.fetchrow(
+            sql.resolve, [i for i, _ in pending], [ended for _, ended in pending], wake_channel, changes_channel
+        )
+        assert row is not None
+        pending = [(job_id, CANCELLED) for job_id in row["next"]]
+
+
+async def settle(
+    connection: asyncpg.Connection,
+    sql: DependencySql,
+    statement: str,
+    *args: object,
+    ended: str | None,
+    wake_channel: str,
+    changes_channel: str,
+) -> list[str]:
+    """Run one terminal write (a statement returning `queries.finished`) in a transaction with the
+    resolution of its rows' dependents; returns the ids written."""
+    async with connection.transaction():
+        rows = await connection.fetch(statement, *args)
+        flagged = [(row["id"], ended) for row in rows if row["has_dependents"]]
+        if flagged:
+            await resolve(connection, sql, flagged, wake_channel=wake_channel, changes_channel=changes_channel)
+    return [row["id"] for row in rows]
+
+
+@dataclass(slots=True)
+class _Planned:
+    status: str
+    waiting_on: int
+    last_error: str | None
+
+
+async def insert_with_dependencies(
+    connection: asyncpg.Connection, sql: DependencySql, jobs: Sequence[NewJob], *, wake_channel: str, payload: str
+) -> list[str]:
+    """Insert `jobs` (some with `depends_on`) as `Backend.enqueue_jobs` says; returns the stored ids.
+
+    Runs in a transaction of its own, or a savepoint inside the caller's: an unknown
+    dependency raises `UnknownDependencyError` with nothing of the call stored.
+    """
+    async with connection.transaction():
+        position = {job.id: index for index, job in enumerate(jobs)}
+        external: list[str] = []
+        for index, job in enumerate(jobs):
+            for dep in job.depends_on:
+                if position.get(dep, index) >= index and dep not in external:
+                    external.append(dep)
+        ended: dict[str, str] = {}
+        if external:
+            for row in await connection.fetch(sql.flag, external):
+                status = row["status"]
+                ended[row["id"]] = _PENDING if status in ("queued", "processing") else status
+            rest = [dep for dep in external if dep not in ended]
+            if rest:
+                dead = {row["id"] for row in await connection.fetch(sql.dead_ids, rest)}
+                missing = [dep for dep in rest if dep not in dead]
+                if missing:
+                    raise UnknownDependencyError(missing)
+                ended.update(dict.fromkeys(dead, DEAD_LETTERED))
+        plans: list[_Planned] = []
+        edges: list[tuple[str, str]] = []
+        for index, job in enumerate(jobs):
+            plan = _plan(job, ended)
+            plans.append(plan)
+            if plan.status == "queued":
+                edges.extend((dep, job.id) for dep in job.depends_on if ended[dep] == _PENDING)
+            # A later job of the call reads this one as it is stored.
+            if position.get(job.id) == index:
+                ended[job.id] = _PENDING if plan.status == "queued" else CANCELLED
+        depended = {dep for dep, _ in edges}
+        rows = await connection.fetch(
+            sql.insert,
+            [job.id for job in jobs],
+            [job.job_name for job in jobs],
+            [job.args_json or to_json(dict(job.args)) for job in jobs],
+            [job.queue for job in jobs],
+            [job.priority for job in jobs],
+            [utc(job.scheduled_at) for job in jobs],
+            [job.max_attempts for job in jobs],
+            [optional_json(job.trace_context) for job in jobs],
+            [job.dedup_key for job in jobs],
+            [job.producer_id for job in jobs],
+            [plan.status for plan in plans],
+            [plan.waiting_on for plan in plans],
+            [plan.last_error for plan in plans],
+            [json.dumps(list(job.depends_on)) for job in jobs],
+            [DependencyPolicy(job.dependency_policy).value for job in jobs],
+            [job.limit_key for job in jobs],
+            [job.id in depended for job in jobs],
+            [dep for dep, _ in edges],
+            [job_id for _, job_id in edges],
+            wake_channel,
+            payload,
+        )
+    by_key = {row["dedup_key"]: str(row["id"]) for row in rows if row["dedup_key"] is not None}
+    return [by_key.get(job.dedup_key, job.id) if job.dedup_key is not None else job.id for job in jobs]
+
+
+def _plan(job: NewJob, ended: dict[str, str]) -> _Planned:
+    """The row as stored: waiting on its pending dependencies, or cancelled by a failed one."""
+    pending = 0
+    failed: tuple[str, str] | None = None
+    for dep in job.depends_on:
+        state = ended[dep]
+        if state == _PENDING:
+            pending += 1
+        elif state != _DONE and failed is None:
+            failed = (dep, state)
+    if failed is not None and DependencyPolicy(job.dependency_policy) is DependencyPolicy.CANCEL:
+        return _Planned("cancelled", 0, f"dependency {failed[0]} was {failed[1]}")
+    return _Planned("queued", pending, None)

@@ -1,0 +1,249 @@
+"""The limited claim (protocol 4): fleet-wide `max_concurrent` and `rate_limit` inside the claim.
+
+Only claims with `ClaimJobsParams.limits` come here; the unlimited claim is the one
+statement in `queries.Queries.claim` and counts nothing. A limited claim is one
+transaction that first takes ``pg_advisory_xact_lock`` on the namespace's key, so
+limited claims run one at a time fleet-wide (each statement after the lock reads
+what the previous holder committed), then:
+
+1. counts the `processing` rows of each limited group from the rows themselves
+   (partial indexes on ``status = 'processing'``) and reads the current rate
+   windows, deleting past ones;
+2. reads candidate rows in claim order with ``FOR UPDATE SKIP LOCKED``, leaving
+   out in SQL the groups that are already full, and picks in Python the rows that
+   keep every group within its limits (a row held back is passed over; rows of
+   other groups behind it are still taken);
+3. claims the picked rows and adds them to their rate windows, in one statement.
+
+Everything is transaction-scoped (the lock too), so it works through PgBouncer
+in transaction mode. Windows are fixed, ``rate_period`` seconds long, aligned to
+the Unix epoch on the server's clock (the transaction's ``now()``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import asyncpg
+
+from soniq.params import ClaimJobsParams, GroupLimit, LimitScope
+from soniq.records import JobRecord
+from soniq_postgres.migrations import LIMITS_LOCK
+from soniq_postgres.queries import JOB_COLUMNS, Queries
+from soniq_postgres.rows import job_record
+
+MAX_ROUNDS = 4
+"""Candidate reads per claim; each round leaves out the groups the previous one filled."""
+
+WHOLE = "*"
+"""The partition text of a limit that is not partitioned."""
+NO_KEY = "-"
+"""The partition of rows whose `limit_key` is None."""
+
+
+def partition_sql(row: str = "") -> str:
+    """SQL for a row's partition text under a partitioned limit (a None key is its own partition)."""
+    return f"CASE WHEN {row}limit_key IS NULL THEN '{NO_KEY}' ELSE 'k:' || {row}limit_key END"
+
+
+def partition_of(limit_key: str | None) -> str:
+    return NO_KEY if limit_key is None else f"k:{limit_key}"
+
+
+def window_name(limit: GroupLimit) -> str:
+    """The rate window's name: the limit and its period (windows of two periods never mix)."""
+    return f"{limit.key}@{float(limit.rate_period)!r}"
+
+
+class LimitSql:
+    """SQL text for one schema."""
+
+    def __init__(self, q: Queries) -> None:
+        schema = q.jobs.rsplit(".", 1)[0]
+        windows = f"{schema}.soniq_rate_windows"
+        self.lock = "SELECT pg_advisory_xact_lock($1, hashtext($2))"
+        # $1 queue names, $2 partitioned, $3 limit index; $4..$6 the same for job-name limits.
+        part = partition_sql("j.")
+        self.running = f"""
+SELECT l.i, CASE WHEN l.part THEN {part} ELSE '{WHOLE}' END AS partition, count(*)::int AS n
+FROM unnest($1::text[], $2::bool[], $3::int[]) AS l(name, part, i)
+JOIN {q.jobs} AS j ON j.status = 'processing' AND j.queue = l.name
+GROUP BY 1, 2
+UNION ALL
+SELECT l.i, CASE WHEN l.part THEN {part} ELSE '{WHOLE}' END, count(*)::int
+FROM unnest($4::text[], $5::bool[], $6::int[]) AS l(name, part, i)
+JOIN {q.jobs} AS j ON j.status = 'processing' AND j.job_name = l.name
+GROUP BY 1, 2"""
+        # $1 window names, $2 periods. Past windows of these limits go; the current ones are read.
+        self.windows = f"""
+WITH w AS (
+    SELECT name, to_timestamp(floor(extract(epoch FROM now()) / period) * period) AS start
+    FROM unnest($1::text[], $2::float8[]) AS l(name, period)
+), past AS (
+    DELETE FROM {windows} AS r USING w WHERE r.limit_name = w.name AND r.window_start < w.start
+)
+SELECT r.limit_name, r.partition, r.starts FROM {windows} AS r JOIN w
+ON r.limit_name = w.name AND r.window_start = w.start"""
+        # $1 window names, $2 periods, $3 partitions, $4 claims to add.
+        self.bump = f"""
+INSERT INTO {windows} AS r (limit_name, partition, window_start, starts)
+SELECT name, part, to_timestamp(floor(extract(epoch FROM now()) / period) * period), n
+FROM unnest($1::text[], $2::float8[], $3::text[], $4::int[]) AS b(name, period, part, n)
+ON CONFLICT (limit_name, partition, window_start) DO UPDATE SET starts = r.starts + EXCLUDED.starts"""
+        # $1 worker, $2 ids, $3 mark_started.
+        self.take = f"""
+UPDATE {q.jobs} AS j
+SET status = 'processing', worker_id = $1, updated_at = now(),
+    started_at = CASE WHEN $3::bool THEN now() END, dedup_key = NULL
+WHERE j.id = ANY($2::text[]) AND j.status = 'queued'
+RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
+        self._jobs = q.jobs
+
+    def candidates(self, *, by_queue: bool, by_name: bool) -> str:
+        """Due claimable rows in claim order, locked, outside the full groups.
+
+        $1 how many, $2 ids already picked, $3 full queues, $4 full job names,
+        $5 full (queue, partition) texts, $6 full (job name, partition) texts,
+        then the queues ($7) and job names ($7 or $8) when filtered.
+        """
+        part = partition_sql()
+        filters = [
+            "queue <> ALL($3::text[])",
+            "job_name <> ALL($4::text[])",
+            f"(queue || chr(31) || {part}) <> ALL($5::text[])",
+            f"(job_name || chr(31) || {part}) <> ALL($6::text[])",
+            "id <> ALL($2::text[])",
+        ]
+        if by_queue:
+            filters.append("queue = ANY($7::text[])")
+        if by_name:
+            filters.append(f"array_position(${8 if by_queue else 7}::text[], job_name) IS NOT NULL")
+        return f"""
+SELECT id, queue, job_name, limit_key FROM {self._jobs}
+WHERE status = 'queued' AND waiting_on = 0 AND scheduled_at <= now() AND {" AND ".join(filters)}
+ORDER BY priority, scheduled_at, created_at, id
+LIMIT $1
+FOR UPDATE SKIP LOCKED"""
+
+
+@dataclass(slots=True)
+class _Group:
+    """One group of one limit: its room left for this claim."""
+
+    running: int = 0
+    started: int = 0
+
+
+def _matches(limit: GroupLimit, queue: str, job_name: str) -> bool:
+    if limit.scope is LimitScope.QUEUE:
+        return queue == limit.name
+    return job_name == limit.name
+
+
+def _full(limit: GroupLimit, group: _Group) -> bool:
+    if limit.max_concurrent is not None and group.running >= limit.max_concurrent:
+        return True
+    return limit.rate_limit is not None and group.started >= limit.rate_limit
+
+
+async def claim_limited(
+    connection: asyncpg.Connection, sql: LimitSql, schema: str, params: ClaimJobsParams
+) -> list[JobRecord]:
+    """Claim up to `params.limit` rows within `params.limits` (see the module docstring)."""
+    limits: Sequence[GroupLimit] = list(params.limits)
+    queues = None if params.queues is None else list(params.queues)
+    names = None if params.job_names is None else list(params.job_names)
+    async with connection.transaction():
+        await connection.execute(sql.lock, LIMITS_LOCK, schema)
+        groups: dict[tuple[int, str], _Group] = {}
+        concurrent = [(i, limit) for i, limit in enumerate(limits) if limit.max_concurrent is not None]
+        by_queue = [(i, limit) for i, limit in concurrent if limit.scope is LimitScope.QUEUE]
+        by_name = [(i, limit) for i, limit in concurrent if limit.scope is LimitScope.JOB]
+        if concurrent:
+            for row in await connection.fetch(
+                sql.running,
+                [limit.name for _, limit in by_queue],
+                [limit.partitioned for _, limit in by_queue],
+                [i for i, _ in by_queue],
+                [limit.name for _, limit in by_name],
+                [limit.partitioned for _, limit in by_name],
+                [i for i, _ in by_name],
+            ):
+                groups.setdefault((row["i"], row["partition"]), _Group()).running = row["n"]
+        rated = [(i, limit) for i, limit in enumerate(limits) if limit.rate_limit is not None]
+        if rated:
+            index = {window_name(limit): i for i, limit in rated}
+            for row in await connection.fetch(
+                sql.windows, list(index), [float(limit.rate_period) for _, limit in rated]
+            ):
+                groups.setdefault((index[row["limit_name"]], row["partition"]), _Group()).started = row["starts"]
+
+        picked: list[str] = []
+        statement = sql.candidates(by_queue=queues is not None, by_name=names is not None)
+        filters: list[list[str]] = [arg for arg in (queues, names) if arg is not None]
+        for _ in range(MAX_ROUNDS):
+            need = params.limit - len(picked)
+            if need <= 0:
+                break
+            batch = max(2 * need, need + 16)
+            full = _full_groups(limits, groups)
+            rows = await connection.fetch(statement, batch, picked, *full, *filters)
+            for row in rows:
+                if len(picked) >= params.limit:
+                    break
+                mine = _groups_of(limits, row["queue"], row["job_name"], row["limit_key"])
+                if any(_full(limits[i], groups.setdefault((i, part), _Group())) for i, part in mine):
+                    continue
+                for i, part in mine:
+                    group = groups[(i, part)]
+                    group.running += 1
+                    group.started += 1
+                picked.append(row["id"])
+            if len(rows) < batch:
+                break
+        if not picked:
+            return []
+        claimed = await connection.fetch(sql.take, params.worker_id, picked, params.mark_started)
+        bumps: dict[tuple[int, str], int] = {}
+        for record in claimed:
+            for i, part in _groups_of(limits, record["queue"], record["job_name"], record["limit_key"]):
+                if limits[i].rate_limit is not None:
+                    bumps[(i, part)] = bumps.get((i, part), 0) + 1
+        if bumps:
+            await connection.execute(
+                sql.bump,
+                [window_name(limits[i]) for i, _ in bumps],
+                [float(limits[i].rate_period) for i, _ in bumps],
+                [part for _, part in bumps],
+                list(bumps.values()),
+            )
+    return [job_record(row) for row in claimed]
+
+
+def _groups_of(limits: Sequence[GroupLimit], queue: str, job_name: str, limit_key: str | None) -> list[tuple[int, str]]:
+    return [
+        (i, partition_of(limit_key) if limit.partitioned else WHOLE)
+        for i, limit in enumerate(limits)
+        if _matches(limit, queue, job_name)
+    ]
+
+
+def _full_groups(
+    limits: Sequence[GroupLimit], groups: dict[tuple[int, str], _Group]
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The groups with no room left, as the four exclusion arrays of `LimitSql.candidates`."""
+    queues: list[str] = []
+    names: list[str] = []
+    queue_parts: list[str] = []
+    name_parts: list[str] = []
+    for (i, part), group in groups.items():
+        limit = limits[i]
+        if not _full(limit, group):
+            continue
+        by_queue = limit.scope is LimitScope.QUEUE
+        if part == WHOLE:
+            (queues if by_queue else names).append(limit.name)
+        else:
+            (queue_parts if by_queue else name_parts).append(f"{limit.name}\x1f{part}")
+    return queues, names, queue_parts, name_parts
