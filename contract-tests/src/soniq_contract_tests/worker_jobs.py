@@ -5,8 +5,10 @@ the child builds its app from ``SONIQ_CT_URL``, ``SONIQ_CT_NAMESPACE`` and
 the JSON ``SONIQ_CT_OPTIONS`` (extra `from_url` keywords; every other
 setting comes from the usual ``SONIQ_*`` variables); job names listed in
 ``SONIQ_CT_WITHOUT`` (comma-separated) are left out, as in a worker still
-running an older release of the code (the rolling-deploy scenario). Each
-handler appends ``<event> <tag> <pid>`` to the file named by
+running an older release of the code (the rolling-deploy scenario). With
+``SONIQ_CT_LIMITED=1`` the jobs with fleet-wide limits are registered too
+(the issue-19 fleet scenarios); without it the app has no limit, so every
+other scenario claims on the unlimited path. Each handler appends ``<event> <tag> <pid>`` to the file named by
 ``SONIQ_CT_RUNLOG`` so a test can wait on what really ran, and where.
 """
 
@@ -20,7 +22,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from soniq import Soniq
+from soniq import JobContext, Soniq
+
+LIMITED_MAX_CONCURRENT = 2
+"""`ct.limited` runs at most this many at once across every worker (issue 19)."""
+RATED_PER_SECOND = 5
+"""`ct.rated` starts at most this many per one-second window across every worker (issue 19)."""
 
 
 def log_run(event: str, tag: str) -> int:
@@ -46,6 +53,7 @@ def build_app(
     options: Mapping[str, Any] | None = None,
     *,
     without: frozenset[str] = frozenset(),
+    limited: bool = False,
     **settings: Any,
 ) -> Soniq:
     app = Soniq(url, backend_options=backend_options(namespace, options), **settings)
@@ -82,6 +90,8 @@ def build_app(
         log_run("start", tag)
         os.kill(os.getpid(), signal.SIGKILL)
 
+    add_fleet_jobs(app, limited=limited)
+
     if "ct.new_job" not in without:
 
         @app.job(name="ct.new_job", max_retries=3)
@@ -94,10 +104,68 @@ def build_app(
     return app
 
 
+def interval(started: float) -> dict[str, Any]:
+    """What the fleet jobs return: when the handler ran (wall clock, comparable across processes) and where."""
+    return {"start": started, "end": time.time(), "pid": os.getpid()}
+
+
+def add_fleet_jobs(app: Soniq, *, limited: bool) -> None:
+    """The issue-19 jobs: limited groups, cancellable handlers, waited-for results, dependency steps."""
+
+    @app.job(name="ct.cancellable_async", max_retries=3)
+    async def cancellable_async(tag: str) -> str:
+        log_run("start", tag)
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            log_run("unwound", tag)
+            raise
+        return "never"
+
+    @app.job(name="ct.cancellable_sync", max_retries=3)
+    def cancellable_sync(tag: str, ctx: JobContext) -> str:
+        log_run("start", tag)
+        deadline = time.monotonic() + 60
+        while not ctx.cancel_requested and time.monotonic() < deadline:
+            time.sleep(0.01)
+        log_run("saw_cancel" if ctx.cancel_requested else "gave_up", tag)
+        return "stopped"
+
+    @app.job(name="ct.answer", max_retries=0)
+    async def answer(value: int, delay: float = 0.0) -> int:
+        await asyncio.sleep(delay)
+        return value * 2
+
+    @app.job(name="ct.fail_now", max_retries=0)
+    async def fail_now(message: str, delay: float = 0.0) -> None:
+        await asyncio.sleep(delay)
+        raise ValueError(message)
+
+    @app.job(name="ct.step", max_retries=0)
+    async def step(seconds: float = 0.0) -> dict[str, Any]:
+        started = time.time()
+        if seconds:
+            await asyncio.sleep(seconds)
+        return interval(started)
+
+    if limited:
+
+        @app.job(name="ct.limited", max_retries=0, max_concurrent=LIMITED_MAX_CONCURRENT)
+        async def limited_job(seconds: float) -> dict[str, Any]:
+            started = time.time()
+            await asyncio.sleep(seconds)
+            return interval(started)
+
+        @app.job(name="ct.rated", max_retries=0, rate_limit=(RATED_PER_SECOND, 1.0))
+        async def rated(n: int) -> dict[str, Any]:
+            return interval(time.time())
+
+
 if os.environ.get("SONIQ_CT_URL"):
     app = build_app(
         os.environ["SONIQ_CT_URL"],
         os.environ.get("SONIQ_CT_NAMESPACE") or None,
         json.loads(os.environ.get("SONIQ_CT_OPTIONS") or "{}"),
         without=frozenset(filter(None, (os.environ.get("SONIQ_CT_WITHOUT") or "").split(","))),
+        limited=os.environ.get("SONIQ_CT_LIMITED") == "1",
     )

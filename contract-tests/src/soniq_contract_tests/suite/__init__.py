@@ -36,6 +36,7 @@ from soniq_contract_tests.suite.dependencies import DependencyContract  # issue 
 from soniq_contract_tests.suite.enqueue import EnqueueContract
 from soniq_contract_tests.suite.expire_unknown import ExpireUnknownJobsContract
 from soniq_contract_tests.suite.fencing import FencingContract
+from soniq_contract_tests.suite.fleet_processes import FleetProcessContract  # issue 19
 from soniq_contract_tests.suite.job_changes import JobChangesContract  # issue 19
 from soniq_contract_tests.suite.job_names import JobNamesContract
 from soniq_contract_tests.suite.leases import LeaseContract
@@ -98,6 +99,7 @@ class BackendContractSuite(
     LimitContract,
     CancelRunningContract,
     JobChangesContract,
+    FleetProcessContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, get_type_hints
 
@@ -14,6 +15,9 @@ class JobContext:
     """The run of a job, passed to the handler parameter annotated ``JobContext``.
 
     `attempt` is 1-based and counts this run; a snoozed run does not use one up.
+    `cancel_requested` becomes true when someone cancels the job while it runs
+    (`app.cancel_job`); a plain ``def`` handler, which cannot be interrupted,
+    polls it to stop early. It is safe to read from the handler's thread.
     """
 
     job_id: str
@@ -24,6 +28,22 @@ class JobContext:
     worker_id: str = ""
     scheduled_at: datetime | None = None
     created_at: datetime | None = None
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
+    """Set by the worker when a cancel request reaches this run (issue 19)."""
+
+    @property
+    def cancel_requested(self) -> bool:
+        """True once a cancel of this job reached its worker; the handler should stop soon after.
+
+        An ``async def`` handler needs no check (its task is cancelled); the row ends
+        `cancelled`, and the attempt is not counted, however the handler then ends."""
+        return self._cancel.is_set()
+
+    def wait_for_cancel(self, timeout: float | None = None) -> bool:
+        """Block the handler's thread until a cancel request arrives or `timeout` passes; True if one did.
+
+        For a plain ``def`` handler that waits between steps: ``if ctx.wait_for_cancel(5): return``."""
+        return self._cancel.wait(timeout)
 
 
 def context_parameter(func: Callable[..., Any]) -> str | None:

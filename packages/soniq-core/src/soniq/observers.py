@@ -112,7 +112,7 @@ class JobEndEvent:
     reason: str | None = None
     """Why, for the outcomes that have one: the `DeadLetterReason` value of a
     ``dead_letter`` (``max_attempts``, ``unknown_job``), ``error`` or ``timeout``
-    for a retry, the nack reason of ``nacked``; None otherwise."""
+    for a retry, the nack reason of ``nacked``, ``cancel_requested`` for ``cancelled``; None otherwise."""
 
 
 # -- cheap construction of the two per-job events ---------------------------------------------

@@ -31,6 +31,9 @@ class JobOutcome(str, enum.Enum):
     """The row was no longer this worker's (stale recovery took it); nothing was written."""
     UNWRITTEN = "unwritten"
     """The store could not be reached in time; the row stays for stale recovery."""
+    CANCELLED = "cancelled"
+    """A cancel request stopped the run (or reached it before it started): the row is `cancelled`,
+    the attempt not counted (issue 19)."""
     UNFINISHED = "unfinished"
     """Never sent by core: what an observer reports for a run whose end it never heard."""
 

@@ -24,6 +24,8 @@ from soniq.records import DeadLetterReason, JobRecord, StaleJobPolicy
 from soniq.retry import JobRetryDelays, RetryPolicy
 from soniq.serialization import safe_text
 from soniq.worker._runs import JobRun, Outcome
+from soniq.worker.cancel_watch import CANCELLED_AT_CLAIM, cancel_message
+from soniq.worker.claim_limits import ClaimLimits
 from soniq.worker.settle import Settled, Settler
 from soniq.worker.state import RunPhase
 from soniq.worker.writes import write_with_retry
@@ -44,6 +46,13 @@ if job_logger.level == logging.NOTSET:
 REASON_UNKNOWN_JOB = "unknown_job"
 """Nack reason for a row of a name this worker has not registered (claimed by a backend that ignores
 `job_names`): handed back untouched for a worker that has the code."""
+
+
+QUICK_WAKE_SECONDS = 0.005
+"""A wait for jobs that returns this fast, with nothing changed here, may be a store saying "rows are
+queued" about rows no claim can take (held back by a limit, blocked by dependencies)."""
+SPURIOUS_WAKE_PAUSE = 0.05
+"""After such a wake found nothing to claim, the next wait starts this much later (at most poll_interval)."""
 
 
 class Dispatcher:
@@ -85,6 +94,8 @@ class Dispatcher:
             snooze_max_seconds=getattr(settings, "snooze_max_seconds", SNOOZE_MAX_SECONDS),
         )
         self._job_names = tuple(self._registry.names())
+        # Issue 19: the app's fleet-wide limits, read once; the store enforces them inside each claim.
+        self._limits = ClaimLimits(worker.app.group_limits())
         # compat-jobs (issue 12): app middleware around each call; async hooks awaited in the job's task.
         self._middleware = tuple(getattr(worker.app, "middleware_chain", ()))
 
@@ -92,6 +103,8 @@ class Dispatcher:
 
     async def claim_loop(self) -> None:
         runs = self._runs
+        loop = asyncio.get_running_loop()
+        quick_wake = False
         while self._claiming():
             # Cleared before looking at the slots, so a slot freed from here on wakes the wait below.
             runs.changed.clear()
@@ -106,6 +119,7 @@ class Dispatcher:
                 limit=room,
                 mark_started=not self._defer_start_mark,
                 job_names=self._job_names,
+                limits=self._limits.limits,
             )
             try:
                 rows = await self._backend.claim_jobs(params)
@@ -130,8 +144,20 @@ class Dispatcher:
             if self._run_once and not rows and runs.empty:
                 self._stop("run_once")
                 return
-            wait = WaitForJobsParams(queues=self._queues, timeout=self._settings.poll_interval)
+            if quick_wake and not rows:
+                # The store said rows were waiting and the claim found none to take: rows held back by a
+                # limit or blocked by dependencies look like that to some stores. Never a busy loop.
+                await self._race(
+                    asyncio.sleep(min(self._settings.poll_interval, SPURIOUS_WAKE_PAUSE)), runs.changed.wait()
+                )
+            timeout = self._settings.poll_interval
+            if self._limits:
+                # Rows may have been held back by a limit: claim again when a rate window opens.
+                timeout = self._limits.wait_after_short_claim(timeout)
+            wait = WaitForJobsParams(queues=self._queues, timeout=timeout)
+            began = loop.time()
             await self._race(self._backend.wait_for_jobs(wait), runs.changed.wait())
+            quick_wake = loop.time() - began < QUICK_WAKE_SECONDS and not runs.changed.is_set()
 
     async def _wait_idle(self) -> None:
         while not self._runs.empty:
@@ -141,6 +167,11 @@ class Dispatcher:
     def _accept(self, rows: list[JobRecord]) -> None:
         for row in rows:
             run = JobRun(job=row, definition=self._registry.get(row.job_name))
+            if row.cancel_requested:
+                # The request outlived a hand-back (nack, retry, rescue): the handler never runs.
+                run.cancel_noted = True
+                self.cancel_unstarted(run, CANCELLED_AT_CLAIM)
+                continue
             # A row claimed as the drain began never starts: it is handed back with the buffer.
             if self._claiming() and self._runs.has_free_slot:
                 self._start(run)
@@ -150,6 +181,26 @@ class Dispatcher:
     def _start(self, run: JobRun) -> None:
         self._runs.occupy(run)
         run.task = asyncio.create_task(self._lifecycle(run), name=f"soniq-job-{run.job.id}")
+
+    def cancel_unstarted(self, run: JobRun, message: str) -> None:
+        """End a claimed row whose handler never started as `cancelled` (issue 19), without a slot."""
+        self._runs.adopt(run)
+        run.task = asyncio.create_task(self._cancel_before_start(run, message), name=f"soniq-cancel-{run.job.id}")
+
+    async def _cancel_before_start(self, run: JobRun, message: str) -> None:
+        try:
+            self._announce(run, run.kind)
+            run.phase = RunPhase.SETTLING
+            settled = await self._settler.cancelled(run, message, give_up_at=self._write_deadline())
+            self._job_end(run, settled)
+            if self._bus.defers:
+                await run_deferred()  # compat-jobs: async hooks
+        except Exception:
+            logger.exception("internal error while cancelling job %s; the row stays for stale recovery", run.job.id)
+            self._summary.unsettled_job_ids.append(run.job.id)
+        finally:
+            self._runs.finish(run)
+            self._summary.processed += 1
 
     def _release_slot(self, run: JobRun) -> None:
         """The handler is done with its slot (its outcome may still be on its way); refill from the buffer."""
@@ -290,8 +341,12 @@ class Dispatcher:
         self._release_slot(run)
         if outcome.stuck:
             self._summary.stuck_job_ids.append(run.job.id)
-        settled = await self._settler.settle(run, outcome, give_up_at=self._write_deadline())
-        self._job_end(run, settled, outcome.error)
+        if run.cancel_reached:  # issue 19: a cancel request reached the run before it ended
+            message = cancel_message(run, outcome)
+            settled = await self._settler.cancelled(run, message, give_up_at=self._write_deadline())
+        else:
+            settled = await self._settler.settle(run, outcome, give_up_at=self._write_deadline())
+        self._job_end(run, settled, None if run.cancel_reached else outcome.error)
         if self._bus.defers:
             await run_deferred()  # compat-jobs: async after_job / on_error hooks
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,15 @@ class JobRun:
     grace_cut: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by shutdown to end an overran handler's cancel grace at once."""
     nack_reason: str = "shutdown_timeout"
+    # -- issue 19: cancel by request (see soniq.worker.cancel_watch) --
+    handler_task: asyncio.Task[Any] | None = None
+    """The async handler's own task, which a cancel request cancels (never the run's task)."""
+    cancel_reached: bool = False
+    """A cancel request reached this run before its handler's outcome was known: the row ends
+    `cancelled` however the handler then ends, and a handler not yet started never starts."""
+    cancel_noted: bool = False
+    """The watcher has dealt with this run's request (reached it, or found it too late)."""
+    _cancel_signal: threading.Event | None = None
     _unwound: asyncio.Event | None = None
     _nack_outcome: asyncio.Future[JobOutcome] | None = None
 
@@ -49,6 +59,20 @@ class JobRun:
         if self.definition is None:
             return HandlerKind.UNKNOWN
         return self.definition.handler_kind
+
+    def cancel_signal(self) -> threading.Event:
+        """The event a `JobContext` reads as `cancel_requested` (made on first use: plain runs never need it)."""
+        if self._cancel_signal is None:
+            self._cancel_signal = threading.Event()
+            if self.cancel_reached:
+                self._cancel_signal.set()
+        return self._cancel_signal
+
+    def reach_with_cancel(self) -> None:
+        """Tell the handler a cancel was requested (`ctx.cancel_requested` is true); the run ends `cancelled`."""
+        self.cancel_reached = True
+        if self._cancel_signal is not None:
+            self._cancel_signal.set()
 
     def pin(self) -> None:
         self.pinned = True
@@ -92,3 +116,5 @@ class Outcome:
     snooze_seconds: float | None = None
     stuck: bool = False
     """The handler would not stop when cancelled (or its permit never came): dead letters say `stuck`."""
+    cancelled: bool = False
+    """A cancel request stopped the run before its handler started (issue 19)."""

@@ -25,6 +25,8 @@ class RunTable:
         self._buffer: deque[JobRun] = deque()
         self.changed = asyncio.Event()
         """Set whenever a slot frees, a run ends or `stop()` is called (waiters clear it before looking)."""
+        self.added = asyncio.Event()
+        """Set whenever a claimed row joins the table (the cancel watcher widens its wait on it)."""
 
     # -- reading -------------------------------------------------------------
 
@@ -57,6 +59,13 @@ class RunTable:
     def buffered(self) -> int:
         return len(self._buffer)
 
+    def job_ids(self) -> list[str]:
+        """Every row this worker holds: slots, outcome writes and the prefetch buffer."""
+        return [*self._active, *(run.job.id for run in self._buffer)]
+
+    def buffered_run(self, job_id: str) -> JobRun | None:
+        return next((run for run in self._buffer if run.job.id == job_id), None)
+
     # -- writing -------------------------------------------------------------
 
     def occupy(self, run: JobRun) -> None:
@@ -64,14 +73,28 @@ class RunTable:
         run.holds_slot = True
         self._active[run.job.id] = run
         self._running += 1
+        self.added.set()
+
+    def adopt(self, run: JobRun) -> None:
+        """Track a row that writes its outcome without ever taking a slot (a cancel before it started)."""
+        self._active[run.job.id] = run
 
     def hold(self, run: JobRun) -> None:
         """Keep a claimed row in the buffer until a slot frees (or shutdown hands it back)."""
         run.phase = RunPhase.BUFFERED
         self._buffer.append(run)
+        self.added.set()
 
     def next_buffered(self) -> JobRun | None:
         return self._buffer.popleft() if self._buffer else None
+
+    def unbuffer(self, run: JobRun) -> bool:
+        """Take one run out of the buffer; False when it is no longer there."""
+        try:
+            self._buffer.remove(run)
+        except ValueError:
+            return False
+        return True
 
     def take_buffer(self) -> list[JobRun]:
         runs = list(self._buffer)

@@ -24,6 +24,10 @@ CANCEL_UNWIND_SECONDS = 1.0
 """How long a handler cancelled by shutdown gets to run its `finally` blocks before the nack."""
 
 
+CANCELLED_BEFORE_START = Outcome(ok=False, cancelled=True)
+"""A cancel request reached the run before its handler was called: the handler never runs."""
+
+
 class StuckHandlerError(TimeoutError):
     """A handler that overran its deadline and did not stop when cancelled."""
 
@@ -120,6 +124,7 @@ class Executor:
             worker_id=worker_id,
             scheduled_at=job.scheduled_at,
             created_at=job.created_at,
+            _cancel=run.cancel_signal(),
         )
         if definition.context_param is not None:
             args[definition.context_param] = context
@@ -153,6 +158,8 @@ class Executor:
 
     async def call_async(self, run: JobRun, args: Mapping[str, Any], timeout: float | None) -> Outcome:
         assert run.definition is not None
+        if run.cancel_reached:
+            return CANCELLED_BEFORE_START
         run.phase = RunPhase.RUNNING_ASYNC
         try:
             coro = run.definition.func(**args)
@@ -160,6 +167,7 @@ class Executor:
             return _outcome_from_exception(exc)
         # Its own task, so that a handler swallowing its cancellation cannot keep this run's slot.
         handler = asyncio.get_running_loop().create_task(_guarded(coro), name=f"soniq-handler-{run.job.id}")
+        run.handler_task = handler  # a cancel request cancels this task only (soniq.worker.cancel_watch)
         started = time.monotonic()
         try:
             done, _ = await asyncio.wait([handler], timeout=timeout)
@@ -239,6 +247,9 @@ class Executor:
         refusal = await self._acquire_permit(timeout)
         if refusal is not None:
             return Outcome(ok=False, error=TimeoutError(refusal), timed_out=True)
+        if run.cancel_reached:  # asked to stop while it waited for a thread: it never starts
+            self._permits.release()
+            return CANCELLED_BEFORE_START
         if timeout is not None:
             timeout = max(0.0, timeout - (loop.time() - began))
         context = contextvars.copy_context()

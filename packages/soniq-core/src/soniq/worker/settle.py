@@ -20,7 +20,7 @@ from typing import TypeVar
 from soniq.backend import Backend
 from soniq.errors import Permanent
 from soniq.outcomes import JobOutcome
-from soniq.params import DeadLetterJobParams, RetryJobParams, SnoozeJobParams
+from soniq.params import DeadLetterJobParams, FinishCancelParams, RetryJobParams, SnoozeJobParams
 from soniq.records import DeadLetterReason
 from soniq.retry import JobRetryDelays, RetryPolicy, bounded_delay
 from soniq.serialization import ResultError, check_result, safe_text
@@ -32,6 +32,8 @@ logger = logging.getLogger("soniq.worker")
 
 T = TypeVar("T")
 
+REASON_CANCEL_REQUESTED = "cancel_requested"
+"""The job-end reason of a run a cancel request stopped (outcome ``cancelled``)."""
 RETRY_REASON_ERROR = "error"
 RETRY_REASON_TIMEOUT = "timeout"
 MAX_ERROR_CHARS = 8192
@@ -203,6 +205,27 @@ class Settler:
             self._refused,
         )
         return Settled(JobOutcome.UNWRITTEN, text, reason)
+
+    async def cancelled(self, run: JobRun, message: str, *, give_up_at: float | None) -> Settled:
+        """A cancel request stopped the run: the row ends `cancelled` with `message`, attempts untouched
+        (issue 19). A refused write leaves the row for stale recovery, like any unwritable outcome."""
+        job = run.job
+        text = safe_text(message)
+        params = FinishCancelParams(job_id=job.id, worker_id=self._worker_id, message=text)
+        ok, written = await self._write(
+            f"cancel of job {job.id}", functools.partial(self._backend.finish_cancel, params), give_up_at
+        )
+        if not ok:
+            logger.error(
+                "job %s (%s): the store refused the cancel (%s); the row stays for stale recovery",
+                job.id,
+                job.job_name,
+                self._refused,
+            )
+            return Settled(JobOutcome.UNWRITTEN, text, REASON_CANCEL_REQUESTED)
+        if written:
+            logger.info("job %s (%s) %s (attempts stay %d)", job.id, job.job_name, text, job.attempts)
+        return Settled(self._named(JobOutcome.CANCELLED, written, run), text, REASON_CANCEL_REQUESTED)
 
     async def _write(
         self, what: str, operation: Callable[[], Awaitable[T]], give_up_at: float | None

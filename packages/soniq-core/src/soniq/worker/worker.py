@@ -6,7 +6,9 @@ the budget line are in `soniq.worker.startup`, the claim loop and each row's
 life in `soniq.worker._dispatch`, slots and the prefetch buffer in the run
 table (`soniq.worker._table`), the shutdown sequence in `soniq.worker.shutdown`,
 the heartbeat and sweep loops in `soniq.worker.loops`, the long-held-slot
-warnings in `soniq.worker.watchdog`, and the worker row's shutdown record
+warnings in `soniq.worker.watchdog`, cancel requests for running jobs in
+`soniq.worker.cancel_watch`, fleet-wide limits on the claim in
+`soniq.worker.claim_limits`, and the worker row's shutdown record
 (STOPPED included) in `soniq.worker.record`. Build one with `app.worker(...)`,
 drive it with `await worker.run()` and `worker.stop()`.
 """
@@ -30,6 +32,7 @@ from soniq.scheduling.duties import FleetDuties
 from soniq.worker._dispatch import Dispatcher
 from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
+from soniq.worker.cancel_watch import CancelWatcher
 from soniq.worker.executor import Executor
 from soniq.worker.loops import heartbeat_loop, sweep_loop
 from soniq.worker.record import StateRecord
@@ -200,6 +203,11 @@ class Worker:
             ),
             asyncio.create_task(
                 Watchdog(self.runs, self.summary).watch(settings.heartbeat_interval), name="soniq-watchdog"
+            ),
+            # Issue 19: cancel requests for the rows this worker holds, through DRAINING to STOPPED.
+            asyncio.create_task(
+                CancelWatcher(self.backend, self.worker_id, self.runs, dispatch.cancel_unstarted).watch(),
+                name="soniq-cancel-watch",
             ),
         ]
         # Issue 14: the scheduler loop and the leader's duties end at the first shutdown signal (_stop_event).
