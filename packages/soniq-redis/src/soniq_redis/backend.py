@@ -21,10 +21,11 @@ from typing import Any, cast
 from redis.asyncio import Redis
 
 from soniq.backend import BACKEND_PROTOCOL_VERSION, BackendCapabilities
-from soniq.errors import SoniqError
+from soniq.errors import InvalidLimitError, SoniqError
 from soniq.params import (
     AcquireLeaseParams,
     CancelJobParams,
+    CancelRequestsParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterFilter,
@@ -37,15 +38,18 @@ from soniq.params import (
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
     GetLeaseParams,
     GetScheduleParams,
+    GroupLimit,
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
     JobPageParams,
+    LimitScope,
     ListDeadLetterParams,
     ListJobsParams,
     ListSchedulesParams,
@@ -60,6 +64,7 @@ from soniq.params import (
     ReleaseLeaseParams,
     RemoveScheduleParams,
     ReplayDeadLetterParams,
+    RequestCancelParams,
     Rescue,
     RescueAction,
     RescueJobsParams,
@@ -69,14 +74,18 @@ from soniq.params import (
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
+    WaitForJobChangesParams,
     WaitForJobsParams,
+    WatchJobsParams,
 )
 from soniq.records import (
     ActivityBucket,
+    CancelOutcome,
     DeadLetterPage,
     DeadLetterReason,
     DeadLetterRecord,
     DeadLetterStats,
+    DependencyPolicy,
     JobPage,
     JobRecord,
     JobStatus,
@@ -131,6 +140,27 @@ def _name_args(job_names: Sequence[str] | None) -> list[str | int]:
     return [len(names), *names]
 
 
+def _limit_args(limits: Sequence[GroupLimit]) -> list[str | int]:
+    """`claim_limited.lua`'s limits: a count, then six values per limit."""
+    args: list[str | int] = [len(limits)]
+    for group in limits:
+        period_us = round(group.rate_period * 1_000_000)
+        for what, value in (("max_concurrent", group.max_concurrent), ("rate_limit", group.rate_limit)):
+            if value is not None and value <= 0:
+                raise InvalidLimitError(f"{what} must be at least 1, got {value} for {group.key}")
+        if group.rate_limit is not None and period_us <= 0:
+            raise InvalidLimitError(f"rate_period must be positive, got {group.rate_period} for {group.key}")
+        args += [
+            LimitScope(group.scope).value,
+            group.name,
+            "" if group.max_concurrent is None else group.max_concurrent,
+            "" if group.rate_limit is None else group.rate_limit,
+            max(period_us, 1),
+            "1" if group.partitioned else "0",
+        ]
+    return args
+
+
 def _rescue_args(rescue: Rescue) -> list[str | int]:
     action = RescueAction(rescue.action)
     if action is RescueAction.DEAD_LETTER and rescue.reason is None:
@@ -177,6 +207,7 @@ class RedisBackend:
             transactional_enqueue=False,
             shared_across_processes=True,
             protocol_version=BACKEND_PROTOCOL_VERSION,
+            push_job_changes=True,
         )
 
     # -- lifecycle -----------------------------------------------------------
@@ -211,7 +242,7 @@ class RedisBackend:
                 await client.aclose()
                 raise
             self._client, self._scripts = client, scripts
-            self._wakeups = WakeupListener(client, self.keys.wakeup_channel)
+            self._wakeups = WakeupListener(client, self.keys.wakeup_channel, self.keys.changes_channel)
             self._claim_generation = 0
             self._loop = asyncio.get_running_loop()
 
@@ -340,6 +371,12 @@ class RedisBackend:
                 "" if job.trace_context is None else dumps(dict(job.trace_context)),
                 job.dedup_key or "",
                 job.producer_id or "",
+                DependencyPolicy(job.dependency_policy).value,
+                "0" if job.limit_key is None else "1",
+                job.limit_key or "",
+                dumps(list(job.depends_on)) if job.depends_on else "",
+                len(job.depends_on),
+                *job.depends_on,
             ]
         stored = await self._run("enqueue", *args)
         return [str(job_id) for job_id in stored]
@@ -382,15 +419,17 @@ class RedisBackend:
             # Read before claiming: a wake-up that lands while we claim must
             # still cut the next wait short.
             self._claim_generation = self._wakeups.generation
-        rows = await self._run(
-            "claim",
+        common: list[str | int] = [
             JobStatus.PROCESSING.value,
             params.worker_id,
             limit,
             "1" if params.mark_started else "0",
             *_name_args(params.job_names),
-            *_queue_args(queues),
-        )
+        ]
+        if params.limits:
+            rows = await self._run("claim_limited", *common, *_limit_args(params.limits), *_queue_args(queues))
+        else:
+            rows = await self._run("claim", *common, *_queue_args(queues))
         return [job_record(pairs(row)) for row in rows]
 
     async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
@@ -637,6 +676,37 @@ class RedisBackend:
             newer_than_known=current > SCHEMA_VERSION,
             details={"schema_key": self.keys.schema},
         )
+
+    # -- cancelling running jobs, waiting for jobs (issue 19, protocol 4) --------
+
+    async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
+        return CancelOutcome(str(await self._run("request_cancel", params.job_id)))
+
+    async def cancel_requests(self, params: CancelRequestsParams, /) -> set[str]:
+        return {str(job_id) for job_id in await self._run("cancel_requests", params.worker_id)}
+
+    async def finish_cancel(self, params: FinishCancelParams, /) -> bool:
+        return bool(
+            await self._run("finish_cancel", JobStatus.CANCELLED.value, params.job_id, params.worker_id, params.message)
+        )
+
+    async def watch_jobs(self, params: WatchJobsParams, /) -> None:
+        if not params.job_ids:
+            return
+        await self._ready()
+        wakeups = self._wakeups
+        if wakeups is not None:
+            # Subscribed before the rows are marked, so that a change after the caller's
+            # next read of them is heard.
+            await wakeups.start()
+        await self._run("watch", *dict.fromkeys(params.job_ids))
+
+    async def wait_for_job_changes(self, params: WaitForJobChangesParams, /) -> set[str] | None:
+        await self._ready()
+        wakeups = self._wakeups
+        if wakeups is None:
+            return None
+        return await wakeups.wait_changes(params.job_ids, params.timeout)
 
     # -- schedules, leader lease, pruning (issue 14; soniq_redis.schedules) ----
 

@@ -9,6 +9,7 @@ already have run (a claim, say), and running it again would claim twice.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
-from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError
+from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError, UnknownDependencyError
 from soniq.redaction import redact_text, redact_url
 
 SCHEMES = ("redis", "rediss")
@@ -214,7 +215,16 @@ def translated_errors(target: RedisTarget, *, connecting: bool = False) -> Itera
             raise StatusRejectedError(_script_message(message)) from exc
         if message.startswith("SONIQ_DUPLICATE"):
             raise DuplicateJobError(_script_message(message)) from exc
+        if message.startswith("SONIQ_UNKNOWN_DEPENDENCY "):
+            raise UnknownDependencyError(_json_payload(message)) from exc
         raise
+
+
+def _json_payload(message: str) -> list[str]:
+    """The JSON list a script put after its error code (``SONIQ_CODE [...]``)."""
+    text = message.split(" ", 1)[1]
+    value, _ = json.JSONDecoder().raw_decode(text)
+    return [str(item) for item in value]
 
 
 def _script_message(message: str) -> str:

@@ -68,6 +68,11 @@ class KeySpace:
         return f"{self.prefix}new_job"
 
     @property
+    def changes_channel(self) -> str:
+        """Where scripts publish the id of a watched row that finished, or of a cancel request."""
+        return f"{self.prefix}job_changes"
+
+    @property
     def scan_pattern(self) -> str:
         return escape_glob(self.prefix) + "*"
 

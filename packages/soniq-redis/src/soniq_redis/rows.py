@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from soniq.decoding import decode_args, decode_json, join_problems
-from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord, WorkerStatus
+from soniq.records import DeadLetterRecord, DependencyPolicy, JobRecord, JobStatus, WorkerRecord, WorkerStatus
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -52,6 +52,14 @@ def text_map(fields: Mapping[Any, Any]) -> dict[str, str]:
     return {str(key): str(value) for key, value in fields.items()}
 
 
+def _depends_on(text: str | None) -> tuple[str, ...]:
+    # Written by enqueue.lua from our own JSON; a value another program broke reads as none.
+    if not text:
+        return ()
+    value, _ = decode_json(text, "depends_on")
+    return tuple(str(item) for item in value) if isinstance(value, list) else ()
+
+
 def job_record(fields: Mapping[str, str]) -> JobRecord:
     trace_text = fields.get("trace_context")
     result_text = fields.get("result")
@@ -82,6 +90,11 @@ def job_record(fields: Mapping[str, str]) -> JobRecord:
         decode_error=join_problems(args_error, result_error),
         dedup_key=fields.get("dedup_key"),
         producer_id=fields.get("producer_id"),
+        depends_on=_depends_on(fields.get("depends_on")),
+        waiting_on=int(fields.get("waiting_on", "0")),
+        dependency_policy=DependencyPolicy(fields.get("dependency_policy", DependencyPolicy.CANCEL.value)),
+        limit_key=fields.get("limit_key"),
+        cancel_requested=fields.get("cancel_requested") == "1",
     )
 
 

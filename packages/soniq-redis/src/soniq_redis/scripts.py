@@ -52,6 +52,12 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "lease_get",
     "prune_jobs",
     "prune_dead",
+    # -- dependencies, limits, cancelling running jobs, waiting for jobs (issue 19)
+    "claim_limited",
+    "request_cancel",
+    "cancel_requests",
+    "finish_cancel",
+    "watch",
 )
 
 

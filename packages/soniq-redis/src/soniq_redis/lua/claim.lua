@@ -23,28 +23,7 @@ end
 local now = now_us()
 local stamp = int(now)
 
--- Promote rows that became due since the last claim.
-for _, queue in ipairs(queues) do
-  local sk = sched_key(queue)
-  local due = redis.call('ZRANGEBYSCORE', sk, '-inf', stamp)
-  if #due > 0 then
-    for _, id in ipairs(due) do
-      local f = redis.call('HMGET', job_key(id), 'priority', 'scheduled_at', 'created_at', 'status')
-      if f[4] == 'queued' then schedule(id, queue, f[1], f[2], f[3], now) end
-    end
-    redis.call('ZREMRANGEBYSCORE', sk, '-inf', stamp)
-  end
-end
-
--- Byte order, as Redis sorts members; Lua's `<` would use the locale.
-local function before(a, b)
-  local n = math.min(#a, #b)
-  for i = 1, n do
-    local x, y = string.byte(a, i), string.byte(b, i)
-    if x ~= y then return x < y end
-  end
-  return #a < #b
-end
+promote_due(queues, now)
 
 -- Members of rows of other names stay in the ready set; `skipped[i]` counts
 -- those in front of queue i's head, so the head is read past them.
@@ -82,23 +61,6 @@ while #claimed < limit do
   local member = heads[best]
   redis.call('ZREM', ready_key(queues[best]), member)
   heads[best] = head(best)
-  local id = string.sub(member, MEMBER_ID_OFFSET)
-  local k = job_key(id)
-  local f = redis.call('HMGET', k, 'status', 'queue', 'created_at', 'dedup_key')
-  transition(id, f[2], f[3], f[1], target)
-  -- A claim releases the row's dedup key (issue 12).
-  if f[4] then
-    if redis.call('GET', P .. 'dedup:' .. f[4]) == id then redis.call('DEL', P .. 'dedup:' .. f[4]) end
-    redis.call('HDEL', k, 'dedup_key')
-  end
-  redis.call('HSET', k, 'worker_id', worker, 'updated_at', stamp)
-  if mark then
-    redis.call('HSET', k, 'started_at', stamp)
-  else
-    redis.call('HDEL', k, 'started_at')
-  end
-  redis.call('HDEL', k, 'rk')
-  redis.call('SADD', wproc_key(worker), id)
-  claimed[#claimed + 1] = redis.call('HGETALL', k)
+  claimed[#claimed + 1] = take(string.sub(member, MEMBER_ID_OFFSET), target, worker, stamp, mark)
 end
 return claimed

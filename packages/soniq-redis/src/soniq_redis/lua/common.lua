@@ -119,15 +119,85 @@ local function requeue(id, scheduled_at, now)
   wake(f[1])
 end
 
+-- A dedup key is held only by a queued row: a claim, cancel or dead-letter lets it go.
+local function release_dedup(id, key)
+  if not key then return end
+  if redis.call('GET', P .. 'dedup:' .. key) == id then redis.call('DEL', P .. 'dedup:' .. key) end
+  redis.call('HDEL', job_key(id), 'dedup_key')
+end
+
+-- Protocol 4. A watched row (`watched` = '1', set by watch.lua) publishes its id on
+-- the job-changes channel when it finishes; request_cancel.lua publishes always.
+local function changed(id, watched)
+  if watched == '1' then redis.call('PUBLISH', P .. 'job_changes', id) end
+end
+
+-- `dependents:<id>` holds the ids of rows that wait for row `id` (an edge per pending
+-- dependency, written by enqueue.lua). Called by every script that finishes a row, in
+-- the same script: `how` nil means `id` is done (resolved); 'cancelled', 'dead-lettered'
+-- or 'deleted' means it failed. A waiting dependent (queued, waiting_on > 0) counts one
+-- down on resolved, or on failed under policy run, and at 0 is scheduled as an enqueue
+-- would and its queue woken; under policy cancel it becomes cancelled, which fails its
+-- own dependents in turn (iteratively, so no depth limit). One SMEMBERS when the row
+-- has no dependents; edges of rows that left meanwhile are skipped by the status check.
+local function settle(id, how, now)
+  local first = redis.call('SMEMBERS', P .. 'dependents:' .. id)
+  if #first == 0 then return end
+  redis.call('DEL', P .. 'dependents:' .. id)
+  local work = {{id, how, first}}
+  local woken = {}
+  while #work > 0 do
+    local item = table.remove(work)
+    local children = item[3]
+    if not children then
+      children = redis.call('SMEMBERS', P .. 'dependents:' .. item[1])
+      if #children > 0 then redis.call('DEL', P .. 'dependents:' .. item[1]) end
+    end
+    for _, child in ipairs(children) do
+      local ck = job_key(child)
+      local f = redis.call('HMGET', ck, 'status', 'waiting_on', 'dependency_policy', 'queue',
+        'created_at', 'priority', 'scheduled_at', 'watched', 'dedup_key')
+      if f[1] == 'queued' and tonumber(f[2] or '0') > 0 then
+        if item[2] == nil or f[3] == 'run' then
+          if redis.call('HINCRBY', ck, 'waiting_on', -1) <= 0 then
+            schedule(child, f[4], f[6], f[7], f[5], now)
+            woken[f[4]] = true
+          end
+        else
+          transition(child, f[4], f[5], 'queued', 'cancelled')
+          redis.call('HSET', ck, 'waiting_on', '0', 'updated_at', int(now),
+            'last_error', 'dependency ' .. item[1] .. ' was ' .. item[2])
+          release_dedup(child, f[9])
+          changed(child, f[8])
+          work[#work + 1] = {child, 'cancelled', nil}
+        end
+      end
+    end
+  end
+  for queue in pairs(woken) do wake(queue) end
+end
+
+-- A queued row (waiting or not) -> cancelled, its dependents following (cancel_job,
+-- request_cancel). `f` is {status, queue, created_at, watched, dedup_key} as read.
+local function cancel_queued(id, f, now)
+  unschedule(id, f[2])
+  transition(id, f[2], f[3], f[1], 'cancelled')
+  redis.call('HSET', job_key(id), 'updated_at', int(now))
+  release_dedup(id, f[5])
+  settle(id, 'cancelled', now)
+  changed(id, f[4])
+end
+
 -- Delete the job row (and every index entry of it) and write its dead-letter row.
--- `error_text` false keeps the row's own `last_error`.
+-- `error_text` false keeps the row's own `last_error`. Fails the row's dependents.
 local function move_to_dead(id, error_text, reason, now)
   local k = job_key(id)
   local f = redis.call('HMGET', k, 'job_name', 'args', 'queue', 'attempts', 'max_attempts',
-    'priority', 'status', 'worker_id', 'last_error')
+    'priority', 'status', 'worker_id', 'last_error', 'watched', 'dedup_key')
   if not error_text then error_text = f[9] end
   local queue = f[3]
   unschedule(id, queue)
+  release_dedup(id, f[11])
   if f[7] then index_remove(id, queue, f[7]) end
   if f[8] then redis.call('SREM', wproc_key(f[8]), id) end
   redis.call('ZREM', P .. 'all', id)
@@ -141,4 +211,55 @@ local function move_to_dead(id, error_text, reason, now)
   if error_text then redis.call('HSET', dk, 'last_error', error_text) end
   redis.call('ZADD', P .. 'dl', int(now), id)
   redis.call('ZADD', P .. 'dlq:' .. queue, int(now), id)
+  settle(id, 'dead-lettered', now)
+  changed(id, f[10])
+end
+
+-- The claim scripts (claim.lua, claim_limited.lua) --------------------------------
+
+-- Move rows of `queues` that became due since the last claim to their ready sets.
+local function promote_due(queues, now)
+  local stamp = int(now)
+  for _, queue in ipairs(queues) do
+    local sk = sched_key(queue)
+    local due = redis.call('ZRANGEBYSCORE', sk, '-inf', stamp)
+    if #due > 0 then
+      for _, id in ipairs(due) do
+        local f = redis.call('HMGET', job_key(id), 'priority', 'scheduled_at', 'created_at', 'status')
+        if f[4] == 'queued' then schedule(id, queue, f[1], f[2], f[3], now) end
+      end
+      redis.call('ZREMRANGEBYSCORE', sk, '-inf', stamp)
+    end
+  end
+end
+
+-- Byte order, as Redis sorts members; Lua's `<` would use the locale.
+local function before(a, b)
+  local n = math.min(#a, #b)
+  for i = 1, n do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- Claim one queued row whose ready-set member was just removed; returns its HGETALL.
+local function take(id, target, worker, stamp, mark)
+  local k = job_key(id)
+  local f = redis.call('HMGET', k, 'status', 'queue', 'created_at', 'dedup_key')
+  transition(id, f[2], f[3], f[1], target)
+  -- A claim releases the row's dedup key (issue 12).
+  if f[4] then
+    if redis.call('GET', P .. 'dedup:' .. f[4]) == id then redis.call('DEL', P .. 'dedup:' .. f[4]) end
+    redis.call('HDEL', k, 'dedup_key')
+  end
+  redis.call('HSET', k, 'worker_id', worker, 'updated_at', stamp)
+  if mark then
+    redis.call('HSET', k, 'started_at', stamp)
+  else
+    redis.call('HDEL', k, 'started_at')
+  end
+  redis.call('HDEL', k, 'rk')
+  redis.call('SADD', wproc_key(worker), id)
+  return redis.call('HGETALL', k)
 end

@@ -1,7 +1,7 @@
 -- Advance a schedule and insert its jobs, fenced on the next_run the caller read.
 -- ARGV: prefix, queued-status, name, expected next_run, new next_run, fired_at, count,
 -- then per job (as enqueue.lua): id, job_name, args, queue, priority, scheduled_at,
--- max_attempts, trace_context ('' = none).
+-- max_attempts, trace_context ('' = none), has-limit-key ('1'/'0'), limit_key.
 -- Returns the inserted ids, or false (nil) with nothing written when the fence fails:
 -- the script runs alone, so of all callers holding one expected next_run only the first fires.
 local status, name = ARGV[2], ARGV[3]
@@ -10,7 +10,7 @@ local k = P .. 'schedule:' .. name
 local current = redis.call('HMGET', k, 'next_run', 'paused')
 if not current[1] or current[1] ~= ARGV[4] or current[2] == '1' then return false end
 local count = tonumber(ARGV[7])
-local width, first = 8, 8
+local width, first = 10, 8
 local ids = {}
 -- Every check runs before the first write: Redis does not roll a script back.
 local seen = {}
@@ -33,6 +33,7 @@ for i = 0, count - 1 do
     'queue', queue, 'priority', priority, 'scheduled_at', scheduled_at,
     'max_attempts', ARGV[base + 6], 'attempts', '0', 'created_at', stamp, 'updated_at', stamp)
   if ARGV[base + 7] ~= '' then redis.call('HSET', jk, 'trace_context', ARGV[base + 7]) end
+  if ARGV[base + 8] == '1' then redis.call('HSET', jk, 'limit_key', ARGV[base + 9]) end
   transition(id, queue, stamp, nil, status)
   redis.call('ZADD', P .. 'all', stamp, id)
   redis.call('ZADD', P .. 'q:' .. queue, stamp, id)
