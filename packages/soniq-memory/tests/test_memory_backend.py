@@ -128,7 +128,7 @@ async def test_rows_handed_out_are_copies() -> None:
     await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
     row = await backend.get_job(GetJobParams(job_id=job.id))
     assert row is not None
-    row.args["items"].append(3)  # type: ignore[index]
+    row.args["items"].append(3)
     assert backend.jobs[job.id].args == {"items": [1, 2]}
 
 

@@ -122,10 +122,10 @@ async def assert_returns_by_its_timeout(backend: Backend, job_ids: list[str]) ->
 
 
 async def assert_woken(
-    backend: Backend, job_ids: list[str], change: Callable[[], Awaitable[str | None]], what: str
+    backend: Backend, job_ids: list[str], steps: list[str], act: Callable[[str], Awaitable[None]], what: str
 ) -> None:
-    """Wait `LONG_TIMEOUT` on `job_ids` while `change` runs every 0.2 s (it returns the id it changed, or None
-    when it has nothing left); the wait must end within `WAKE_DEADLINE` naming a changed id or None."""
+    """Wait `LONG_TIMEOUT` on `job_ids` while `act` changes the next id of `steps` every 0.2 s; the wait
+    must end within `WAKE_DEADLINE` of the first change, naming a changed id (or None)."""
     changed: set[str] = set()
 
     async def waiter() -> set[str] | None:
@@ -139,6 +139,7 @@ async def assert_woken(
     try:
         await asyncio.sleep(0.1)  # let the waiter start listening before the first change
         first_change: float | None = None
+        left = list(steps)
         while not task.done():
             now = time.monotonic()
             if first_change is not None and now - first_change > WAKE_DEADLINE:
@@ -146,10 +147,11 @@ async def assert_woken(
                     f"wait_for_job_changes(timeout={LONG_TIMEOUT:g}) did not return within {WAKE_DEADLINE:g}s "
                     f"of {what}, although the backend declares push_job_changes"
                 )
-            job_id = await change()
-            if job_id is not None:
-                changed.add(job_id)
+            if left:
+                job_id = left.pop(0)
+                changed.add(job_id)  # before the write: the waiter may return while it is under way
                 first_change = now if first_change is None else first_change
+                await act(job_id)
             await asyncio.wait({task}, timeout=0.2)
         result = task.result()
         assert result is None or result & changed, f"woken with {result}, none of the changed ids {changed}"
@@ -193,16 +195,12 @@ class JobChangesContract:
                     await finish(writer, rows[0])
                     await assert_returns_by_its_timeout(backend, ids)
                     return
-                left = list(rows)
+                by_id = {row.id: row for row in rows}
 
-                async def change() -> str | None:
-                    if not left:
-                        return None
-                    row = left.pop(0)
-                    await finish(writer, row)
-                    return row.id
+                async def act(job_id: str) -> None:
+                    await finish(writer, by_id[job_id])
 
-                await assert_woken(backend, ids, change, f"{finisher} of a watched job")
+                await assert_woken(backend, ids, ids, act, f"{finisher} of a watched job")
 
     async def test_a_cancel_request_wakes_the_waiter_without_a_watch(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
@@ -213,12 +211,9 @@ class JobChangesContract:
                     await assert_returns_by_its_timeout(backend, [row.id])
                     return
 
-                async def change() -> str:
-                    # Idempotent, and every request publishes: asking again until the waiter hears one.
-                    assert await writer.request_cancel(RequestCancelParams(job_id=row.id)) is CancelOutcome.REQUESTED
-                    return row.id
-
-                await assert_woken(backend, [row.id], change, "a cancel request on the job")
+                # Idempotent, and every request publishes: ask again until the waiter hears one.
+                steps = [row.id] * int(WAKE_DEADLINE / 0.2 + 5)
+                await assert_woken(backend, [row.id], steps, _requester(writer), "a cancel request on the job")
 
     async def test_concurrent_waiters_on_one_instance_are_each_woken(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
@@ -230,15 +225,20 @@ class JobChangesContract:
             async with writer_for(contract, backend) as writer:
                 await asyncio.gather(
                     *(
-                        assert_woken(backend, [row.id], _requester(writer, row), "a cancel request on the job")
+                        assert_woken(
+                            backend,
+                            [row.id],
+                            [row.id] * int(WAKE_DEADLINE / 0.2 + 5),
+                            _requester(writer),
+                            "a cancel request on the job",
+                        )
                         for row in rows
                     )
                 )
 
 
-def _requester(writer: Backend, row: JobRecord) -> Callable[[], Awaitable[str]]:
-    async def change() -> str:
-        assert await writer.request_cancel(RequestCancelParams(job_id=row.id)) is CancelOutcome.REQUESTED
-        return row.id
+def _requester(writer: Backend) -> Callable[[str], Awaitable[None]]:
+    async def act(job_id: str) -> None:
+        assert await writer.request_cancel(RequestCancelParams(job_id=job_id)) is CancelOutcome.REQUESTED
 
-    return change
+    return act

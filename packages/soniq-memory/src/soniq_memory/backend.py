@@ -21,6 +21,7 @@ from soniq.errors import InvalidURLError, SoniqError
 from soniq.params import (
     AcquireLeaseParams,
     CancelJobParams,
+    CancelRequestsParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterFilter,
@@ -33,6 +34,7 @@ from soniq.params import (
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -56,6 +58,7 @@ from soniq.params import (
     ReleaseLeaseParams,
     RemoveScheduleParams,
     ReplayDeadLetterParams,
+    RequestCancelParams,
     RescueJobsParams,
     RetryJobParams,
     SetSchedulePausedParams,
@@ -63,14 +66,18 @@ from soniq.params import (
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
+    WaitForJobChangesParams,
     WaitForJobsParams,
+    WatchJobsParams,
 )
 from soniq.records import (
     ActivityBucket,
+    CancelOutcome,
     DeadLetterPage,
     DeadLetterReason,
     DeadLetterRecord,
     DeadLetterStats,
+    DependencyPolicy,
     JobPage,
     JobRecord,
     JobStatus,
@@ -86,7 +93,9 @@ from soniq.records import (
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_memory import reads, schedules
+from soniq_memory import cancel, changes, dependencies, reads, schedules
+from soniq_memory.dependencies import Finish
+from soniq_memory.limits import LimitGate
 from soniq_memory.recovery import apply_rescue, find_stale
 from soniq_memory.store import MemoryStore, export, json_copy, named_stores
 
@@ -94,6 +103,7 @@ _CAPABILITIES = BackendCapabilities(
     push_wakeup=True,
     transactional_enqueue=False,
     shared_across_processes=False,
+    push_job_changes=True,
 )
 _URL_OPTIONS = ("namespace",)
 
@@ -112,6 +122,10 @@ def queued_row(
     dedup_key: str | None = None,
     producer_id: str | None = None,
     attempts: int = 0,
+    depends_on: Sequence[str] = (),
+    dependency_policy: DependencyPolicy = DependencyPolicy.CANCEL,
+    limit_key: str | None = None,
+    waiting_on: int = 0,
 ) -> JobRecord:
     """A fresh `queued` row that has never run (what enqueue and replay insert)."""
     return JobRecord(
@@ -133,6 +147,10 @@ def queued_row(
         trace_context=dict(trace_context) if trace_context is not None else None,
         dedup_key=dedup_key,
         producer_id=producer_id,
+        depends_on=tuple(depends_on),
+        dependency_policy=DependencyPolicy(dependency_policy),
+        limit_key=limit_key,
+        waiting_on=waiting_on,
     )
 
 
@@ -224,6 +242,14 @@ class MemoryBackend:
         Raises ValueError for a status outside the four, like every write path."""
         with self._store.lock:
             self._store.put_job(record)
+            if record.status is JobStatus.QUEUED and record.waiting_on > 0:
+                pending = [
+                    dep_id
+                    for dep_id in record.depends_on
+                    if (dep := self._store.jobs.get(dep_id)) is not None
+                    and dep.status in (JobStatus.QUEUED, JobStatus.PROCESSING)
+                ]
+                dependencies.record_edges(self._store, record.id, pending)
 
     def put_raw_args(self, job_id: str, raw_args: str) -> None:
         """Replace the stored args of a row with raw text, as a foreign producer or a hand fix
@@ -271,40 +297,48 @@ class MemoryBackend:
         store = self._store
         now = store.now()
         seen: set[str] = set()
-        rows: list[JobRecord] = []
-        stored_ids: list[str] = []
-        # Build every row before writing any, so a bad job leaves the store untouched.
+        aliases: dict[str, str] = {}
         for job in jobs:
             if job.id in seen or job.id in store.jobs:
                 raise ValueError(f"a job with id {job.id!r} already exists")
+            seen.add(job.id)
             holder = store.dedup_holder(job.dedup_key) if job.dedup_key is not None else None
             if holder is not None:
-                stored_ids.append(holder.id)
+                aliases[job.id] = holder.id
+        # Plan every row before writing any, so a bad job leaves the store untouched.
+        plans = dependencies.plan_inserts(store, jobs, aliases)
+        rows: list[tuple[JobRecord, tuple[str, ...]]] = []
+        for job, plan in zip(jobs, plans, strict=True):
+            if job.id in aliases:
                 continue
-            seen.add(job.id)
-            stored_ids.append(job.id)
-            rows.append(
-                queued_row(
-                    id=job.id,
-                    job_name=job.job_name,
-                    args=job.args,
-                    queue=job.queue,
-                    priority=job.priority,
-                    scheduled_at=job.scheduled_at,
-                    max_attempts=job.max_attempts,
-                    now=now,
-                    trace_context=job.trace_context,
-                    dedup_key=job.dedup_key,
-                    producer_id=job.producer_id,
-                )
+            row = queued_row(
+                id=job.id,
+                job_name=job.job_name,
+                args=job.args,
+                queue=job.queue,
+                priority=job.priority,
+                scheduled_at=job.scheduled_at,
+                max_attempts=job.max_attempts,
+                now=now,
+                trace_context=job.trace_context,
+                dedup_key=job.dedup_key,
+                producer_id=job.producer_id,
+                depends_on=job.depends_on,
+                dependency_policy=job.dependency_policy,
+                limit_key=job.limit_key,
+                waiting_on=plan.waiting_on,
             )
-        for row in rows:
+            if plan.cancelled_by is not None:
+                row = replace(row, status=JobStatus.CANCELLED, last_error=plan.cancelled_by, dedup_key=None)
+            rows.append((row, plan.pending))
+        for row, pending in rows:
             store.put_job(row)
+            dependencies.record_edges(store, row.id, pending)
             if row.dedup_key is not None:
                 store.dedup_holders[row.dedup_key] = row.id
-        for queue in {row.queue for row in rows}:
+        for queue in {row.queue for row, _ in rows if row.status is JobStatus.QUEUED and row.waiting_on == 0}:
             store.wake(queue)
-        return stored_ids
+        return [aliases.get(job.id, job.id) for job in jobs]
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         with self._store.lock:
@@ -329,7 +363,7 @@ class MemoryBackend:
             row = store.jobs.get(params.job_id)
             if row is None or row.status is not JobStatus.QUEUED:
                 return False
-            store.put_job(replace(row, status=JobStatus.CANCELLED, updated_at=store.now()))
+            store.cancel_queued(row)
             return True
 
     # -- the claim path --------------------------------------------------------
@@ -347,13 +381,20 @@ class MemoryBackend:
                 row
                 for row in store.jobs.values()
                 if row.status is JobStatus.QUEUED
+                and row.waiting_on <= 0
                 and row.scheduled_at <= now
                 and (wanted is None or row.queue in wanted)
                 and (names is None or row.job_name in names)
             ]
             due.sort(key=lambda row: (row.priority, row.scheduled_at, row.created_at, row.id))
-            claimed = []
-            for row in due[:limit]:
+            gate = LimitGate(store, params.limits, now) if params.limits else None
+            claimed: list[JobRecord] = []
+            for row in due if gate is not None else due[:limit]:
+                if gate is not None:
+                    if len(claimed) >= limit:
+                        break
+                    if not gate.admit(row):
+                        continue
                 updated = replace(
                     row,
                     status=JobStatus.PROCESSING,
@@ -400,6 +441,7 @@ class MemoryBackend:
                 if item.delete_row:
                     del store.jobs[item.job_id]
                     store.raw_args.pop(item.job_id, None)
+                    store.finished(item.job_id, Finish.DONE)
                 else:
                     store.put_job(
                         replace(
@@ -411,6 +453,7 @@ class MemoryBackend:
                             expires_at=item.expires_at,
                         )
                     )
+                    store.finished(item.job_id, Finish.DONE)
                 written.add(item.job_id)
             return written
 
@@ -646,7 +689,12 @@ class MemoryBackend:
         store = self._store
         with store.lock:
             store.raw_args.pop(params.job_id, None)
-            return store.jobs.pop(params.job_id, None) is not None
+            row = store.jobs.pop(params.job_id, None)
+            if row is None:
+                return False
+            if row.status in (JobStatus.QUEUED, JobStatus.PROCESSING):
+                store.finished(row.id, Finish.DELETED)
+            return True
 
     async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
         store = self._store
@@ -771,3 +819,23 @@ class MemoryBackend:
     async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
         with self._store.lock:
             return schedules.prune_dead_letters(self._store, params)
+
+    # -- protocol 4: cancelling running jobs, waiting for jobs ----------------
+
+    async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
+        with self._store.lock:
+            return cancel.request_cancel(self._store, params.job_id)
+
+    async def cancel_requests(self, params: CancelRequestsParams, /) -> set[str]:
+        with self._store.lock:
+            return cancel.cancel_requests(self._store, params.worker_id)
+
+    async def finish_cancel(self, params: FinishCancelParams, /) -> bool:
+        with self._store.lock:
+            return cancel.finish_cancel(self._store, params)
+
+    async def watch_jobs(self, params: WatchJobsParams, /) -> None:
+        changes.watch(self._store, params.job_ids)
+
+    async def wait_for_job_changes(self, params: WaitForJobChangesParams, /) -> set[str] | None:
+        return await changes.wait(self._store, params.job_ids, params.timeout)

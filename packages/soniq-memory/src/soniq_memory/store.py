@@ -26,6 +26,8 @@ from soniq.records import (
     ScheduleRecord,
     WorkerRecord,
 )
+from soniq_memory import dependencies
+from soniq_memory.dependencies import Finish
 
 ALLOWED_STATUSES: frozenset[str] = frozenset(status.value for status in JobStatus)
 
@@ -57,6 +59,18 @@ class _Waiter:
 
 
 @dataclass(eq=False)
+class _ChangeWaiter:
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[None]
+    job_ids: frozenset[str]
+    changed: set[str] = field(default_factory=set)
+
+
+RateKey = tuple[str, bool, str | None, float]
+"""(limit key, partitioned, partition, period) of a rate window."""
+
+
+@dataclass(eq=False)
 class MemoryStore:
     """All Soniq state of one memory store: the three tables plus the waiters to wake."""
 
@@ -71,8 +85,15 @@ class MemoryStore:
     """Dedup key -> id of the row that last took it; valid only while that row is queued with that key."""
     schedules: dict[str, ScheduleRecord] = field(default_factory=dict)
     leases: dict[str, LeaseRecord] = field(default_factory=dict)
+    dependents: dict[str, list[str]] = field(default_factory=dict)
+    """Dependency id -> ids of the rows enqueued waiting for it (protocol 4), dropped once it finishes."""
+    watched: set[str] = field(default_factory=set)
+    """Ids whose finishing write publishes a change (`watch_jobs`)."""
+    rate_windows: dict[RateKey, tuple[int, int]] = field(default_factory=dict)
+    """Per rate-limited group: (window index, claims in it); an older window counts as empty."""
     _last_now: datetime = field(default_factory=lambda: datetime.now(UTC))
     _waiters: set[_Waiter] = field(default_factory=set)
+    _change_waiters: set[_ChangeWaiter] = field(default_factory=set)
 
     def now(self) -> datetime:
         """The store's clock: wall-clock UTC, never running backwards between two calls."""
@@ -115,6 +136,17 @@ class MemoryStore:
         if raw is not None:
             self.dead_raw_args[row.id] = raw
         del self.jobs[row.id]
+        self.finished(row.id, Finish.DEAD_LETTERED)
+
+    def cancel_queued(self, row: JobRecord) -> None:
+        """`queued` -> `cancelled`; its dependents follow."""
+        self.put_job(replace(row, status=JobStatus.CANCELLED, updated_at=self.now()))
+        self.finished(row.id, Finish.CANCELLED)
+
+    def finished(self, job_id: str, how: Finish) -> None:
+        """A row reached its end: publish it when watched and settle its dependents, in the same step."""
+        self.publish_change(job_id)
+        dependencies.settle(self, job_id, how)
 
     def clear(self) -> None:
         self.jobs.clear()
@@ -125,6 +157,9 @@ class MemoryStore:
         self.dedup_holders.clear()
         self.schedules.clear()
         self.leases.clear()
+        self.dependents.clear()
+        self.watched.clear()
+        self.rate_windows.clear()
 
     def export_job(self, row: JobRecord, *, include_result: bool = True) -> JobRecord:
         """The row as a caller sees it: a detached copy, args decoded from raw text if any."""
@@ -172,6 +207,33 @@ class MemoryStore:
             if waiter.loop.is_closed():
                 continue
             waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
+
+    # -- job changes (protocol 4) --------------------------------------------------
+
+    def add_change_waiter(self, job_ids: frozenset[str]) -> _ChangeWaiter:
+        loop = asyncio.get_running_loop()
+        waiter = _ChangeWaiter(loop=loop, future=loop.create_future(), job_ids=job_ids)
+        self._change_waiters.add(waiter)
+        return waiter
+
+    def remove_change_waiter(self, waiter: _ChangeWaiter) -> None:
+        self._change_waiters.discard(waiter)
+
+    def publish_change(self, job_id: str, *, always: bool = False) -> None:
+        """Tell every waiter on `job_id` that it changed: when watched (a finish spends the mark), or
+        `always` (a cancel request, which keeps it)."""
+        if always:
+            pass
+        elif job_id in self.watched:
+            self.watched.discard(job_id)
+        else:
+            return
+        for waiter in list(self._change_waiters):
+            if job_id not in waiter.job_ids:
+                continue
+            waiter.changed.add(job_id)
+            if not waiter.loop.is_closed():
+                waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:

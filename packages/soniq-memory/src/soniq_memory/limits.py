@@ -1,0 +1,81 @@
+"""Fleet-wide limits inside the memory claim (protocol 4).
+
+The claim holds the store's lock from the first count to the last write, so
+no other claim can slip between a check and its claim. Concurrency is counted
+from the real `processing` rows at the start of each limited claim (nothing to
+keep in step when a row leaves `processing` by any path); rate windows are
+fixed, epoch-aligned and kept per group as (window index, claims), an older
+window counting as empty.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime
+
+from soniq.params import GroupLimit, LimitScope
+from soniq.records import JobRecord, JobStatus
+from soniq_memory.store import MemoryStore, RateKey
+
+Group = tuple[int, str | None]
+"""(index of the limit in the claim's list, partition: the row's `limit_key` when partitioned)."""
+
+
+def _group(index: int, limit: GroupLimit, row: JobRecord) -> Group | None:
+    """The row's group under `limit`, or None when the limit does not match the row."""
+    value = row.queue if limit.scope is LimitScope.QUEUE else row.job_name
+    if value != limit.name:
+        return None
+    return index, row.limit_key if limit.partitioned else None
+
+
+def _rate_key(limit: GroupLimit, group: Group) -> RateKey:
+    return limit.key, limit.partitioned, group[1], float(limit.rate_period)
+
+
+class LimitGate:
+    """Admits rows of one claim, one by one, while every matching limit still holds."""
+
+    def __init__(self, store: MemoryStore, limits: Sequence[GroupLimit], now: datetime) -> None:
+        self._store = store
+        self._limits = list(limits)
+        self._windows = [
+            math.floor(now.timestamp() / limit.rate_period) if limit.rate_limit is not None else 0
+            for limit in self._limits
+        ]
+        self._running: Counter[Group] = Counter()
+        counted = [(n, limit) for n, limit in enumerate(self._limits) if limit.max_concurrent is not None]
+        if counted:
+            for row in store.jobs.values():
+                if row.status is not JobStatus.PROCESSING:
+                    continue
+                for n, limit in counted:
+                    group = _group(n, limit, row)
+                    if group is not None:
+                        self._running[group] += 1
+
+    def _claims_in_window(self, n: int, limit: GroupLimit, group: Group) -> int:
+        window, claims = self._store.rate_windows.get(_rate_key(limit, group), (None, 0))
+        return claims if window == self._windows[n] else 0
+
+    def admit(self, row: JobRecord) -> bool:
+        """True (and the row counted) when claiming it keeps every matching limit."""
+        groups: list[tuple[int, GroupLimit, Group]] = []
+        for n, limit in enumerate(self._limits):
+            group = _group(n, limit, row)
+            if group is None:
+                continue
+            if limit.max_concurrent is not None and self._running[group] + 1 > limit.max_concurrent:
+                return False
+            if limit.rate_limit is not None and self._claims_in_window(n, limit, group) + 1 > limit.rate_limit:
+                return False
+            groups.append((n, limit, group))
+        for n, limit, group in groups:
+            if limit.max_concurrent is not None:
+                self._running[group] += 1
+            if limit.rate_limit is not None:
+                claims = self._claims_in_window(n, limit, group)
+                self._store.rate_windows[_rate_key(limit, group)] = (self._windows[n], claims + 1)
+        return True
