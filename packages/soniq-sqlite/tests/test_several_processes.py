@@ -6,6 +6,8 @@ import json
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -86,3 +88,39 @@ async def test_setup_from_several_processes_at_once_on_a_fresh_file(db_path: Pat
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+async def test_limited_claims_in_several_processes_never_exceed_max_concurrent(
+    make_job: JobFactory, db_path: Path
+) -> None:
+    url, most_allowed, rows = f"sqlite:///{db_path}", 3, 150
+    producer = SQLiteBackend.from_url(url)
+    try:
+        await producer.enqueue_jobs(EnqueueJobsParams(jobs=[make_job() for _ in range(rows)]))
+    finally:
+        await producer.close()
+
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def sample() -> None:
+        # Every claim commits under the file's one write lock, so each snapshot is a state the fleet was in.
+        conn = sqlite3.connect(db_path, timeout=5)
+        try:
+            while not stop.is_set():
+                seen.append(conn.execute("SELECT count(*) FROM soniq_jobs WHERE status = 'processing'").fetchone()[0])
+                time.sleep(0.001)
+        finally:
+            conn.close()
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        outcomes = _start_together([["limited", url, f"worker-{n}", str(most_allowed)] for n in range(4)])
+    finally:
+        stop.set()
+        sampler.join()
+    claimed = [job_id for outcome in outcomes for job_id in outcome["claimed"]]  # type: ignore[attr-defined]
+    assert len(claimed) == len(set(claimed)) == rows, "a row was claimed twice or never"
+    assert max(seen) <= most_allowed, f"{max(seen)} rows processing at once under max_concurrent={most_allowed}"
+    assert most_allowed in seen, f"four processes never filled the {most_allowed} slots: {sorted(set(seen))}"

@@ -17,6 +17,7 @@ from soniq.errors import BackendUnavailableError, InvalidURLError, JobArgumentsE
 from soniq.params import (
     AcquireLeaseParams,
     CancelJobParams,
+    CancelRequestsParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterFilter,
@@ -29,6 +30,7 @@ from soniq.params import (
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     FindStaleJobsParams,
+    FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
@@ -52,6 +54,7 @@ from soniq.params import (
     ReleaseLeaseParams,
     RemoveScheduleParams,
     ReplayDeadLetterParams,
+    RequestCancelParams,
     RescueAction,
     RescueJobsParams,
     RetryJobParams,
@@ -60,10 +63,13 @@ from soniq.params import (
     SetWorkerStatusParams,
     SnoozeJobParams,
     UpsertScheduleParams,
+    WaitForJobChangesParams,
     WaitForJobsParams,
+    WatchJobsParams,
 )
 from soniq.records import (
     ActivityBucket,
+    CancelOutcome,
     DeadLetterPage,
     DeadLetterRecord,
     DeadLetterStats,
@@ -82,11 +88,12 @@ from soniq.records import (
     WorkerRecord,
     WorkerStatus,
 )
-from soniq_sqlite import reads, schedules, transitions
+from soniq_sqlite import dependencies, limits, reads, schedules, transitions
 from soniq_sqlite.codec import (
     claim_order,
     dead_letter_from_row,
     dump_args,
+    dump_ids,
     dump_json,
     dump_optional_json,
     from_us_or_none,
@@ -95,11 +102,21 @@ from soniq_sqlite.codec import (
     to_us,
     worker_from_row,
 )
-from soniq_sqlite.connection import Database, Synchronous
+from soniq_sqlite.connection import Database, Synchronous, run_raw
+from soniq_sqlite.dependencies import Fallout
 from soniq_sqlite.location import MEMORY, DatabaseLocation, namespaced, parse_sqlite_url, validate_namespace
-from soniq_sqlite.schema import DEAD_LETTER_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT, SCHEMA_VERSION, WORKER_COLUMNS
+from soniq_sqlite.schema import (
+    CLAIM_INDEX_ANY_QUEUE,
+    CLAIM_INDEX_BY_QUEUE,
+    CLAIMABLE,
+    DEAD_LETTER_COLUMNS,
+    JOB_COLUMNS,
+    JOB_COLUMNS_NO_RESULT,
+    SCHEMA_VERSION,
+    WORKER_COLUMNS,
+)
 from soniq_sqlite.schema_setup import drop_schema, ensure_schema, upgrade_schema
-from soniq_sqlite.wakeup import Wakeups
+from soniq_sqlite.wakeup import JobChanges, Wakeups
 
 DEFAULT_BUSY_TIMEOUT = 5.0
 OPTIONS = ("namespace", "busy_timeout", "synchronous", "create_if_missing")
@@ -107,18 +124,23 @@ _SYNCHRONOUS: tuple[Synchronous, ...] = ("off", "normal", "full", "extra")
 
 _INSERT_JOB = (
     "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
-    "scheduled_at, created_at, updated_at, trace_context) VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?)"
+    "scheduled_at, created_at, updated_at, trace_context, limit_key) "
+    "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # A job with a dedup key: the upsert on the partial unique index `soniq_jobs_dedup` turns a key
 # a queued row already holds into a no-op update that returns that row's id (issue 12).
 _UPSERT_KEYED_JOB = (
     "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
-    "scheduled_at, created_at, updated_at, trace_context, dedup_key, producer_id) "
-    "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "scheduled_at, created_at, updated_at, trace_context, limit_key, dedup_key, producer_id) "
+    "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL "
     "DO UPDATE SET dedup_key = excluded.dedup_key RETURNING id"
 )
 _OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
+_IN_OWNED = "status = 'processing' AND worker_id = ?"
+# In a completion's RETURNING: whether the row had dependents (read before the resolving trigger
+# runs), so that this process wakes its workers for the rows that became claimable.
+_HAS_DEPENDENTS = "EXISTS (SELECT 1 FROM soniq_job_dependencies WHERE dependency_id = soniq_jobs.id)"
 # Values bound per statement, under the 32766 variables SQLite allows by default
 # since 3.32 (this backend needs 3.35), so a worker's whole completion batch is one statement.
 _VALUES_PER_STATEMENT = 32_000
@@ -159,6 +181,8 @@ class SQLiteBackend:
             create_if_missing=_check_bool("create_if_missing", create_if_missing),
         )
         self._wakeups = Wakeups()
+        self._changes = JobChanges()
+        self._schema_checked = False
         self._last_created = 0
         self._capabilities = BackendCapabilities(
             push_wakeup=False,
@@ -200,11 +224,14 @@ class SQLiteBackend:
     # -- lifecycle -----------------------------------------------------------
 
     async def connect(self) -> None:
-        if await self._db.open():
+        # schema_status() opens the file without upgrading it: the first connect() after it still checks.
+        if await self._db.open() or not self._schema_checked:
             await ensure_schema(self._db)
+            self._schema_checked = True
 
     async def close(self) -> None:
         self._wakeups.notify_all()
+        self._changes.notify_all()
         await self._db.close()
 
     async def setup(self) -> None:
@@ -236,6 +263,10 @@ class SQLiteBackend:
             return []
         await self.connect()
         rows, due = self._job_rows(jobs)
+        if any(job.depends_on for job in jobs):
+            stored, due = await self._insert_with_dependencies(rows, jobs)
+            self._wakeups.notify(due)
+            return stored
         if any(job.dedup_key is not None or job.producer_id is not None for job in jobs):
             keyed = [(*row, job.dedup_key, job.producer_id) for row, job in zip(rows, jobs, strict=True)]
 
@@ -251,6 +282,17 @@ class SQLiteBackend:
             await self._db.executemany(_INSERT_JOB, rows)
         self._wakeups.notify(due)
         return None
+
+    async def _insert_with_dependencies(
+        self, rows: Sequence[tuple[Any, ...]], jobs: Sequence[NewJob]
+    ) -> tuple[list[str], set[str]]:
+        """Protocol 4: jobs with `depends_on`, in one write transaction (see `soniq_sqlite.dependencies`)."""
+        depends_json = [dump_ids(job.depends_on) for job in jobs]
+
+        def body(raw: sqlite3.Connection) -> tuple[list[str], set[str]]:
+            return dependencies.insert_with_dependencies(raw, rows, jobs, depends_json)
+
+        return await self._db.transaction_raw(body)
 
     def _job_rows(self, jobs: Sequence[NewJob]) -> tuple[list[tuple[Any, ...]], set[str]]:
         """`_INSERT_JOB`'s values for each job, and the queues that now have a due row."""
@@ -279,6 +321,7 @@ class SQLiteBackend:
                     created,
                     created,
                     trace,
+                    job.limit_key,
                 )
             )
         return rows, due
@@ -302,11 +345,22 @@ class SQLiteBackend:
 
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
         await self.connect()
-        changed = await self._db.execute(
-            "UPDATE soniq_jobs SET status = 'cancelled', updated_at = ? WHERE id = ? AND status = 'queued'",
-            (now_us(), params.job_id),
-        )
-        return changed == 1
+        job_id = params.job_id
+
+        def body(raw: sqlite3.Connection) -> Fallout | None:
+            return _cancel_queued(raw, job_id, now_us())
+
+        fallout = await self._db.transaction_raw(body)
+        if fallout is None:
+            return False
+        self._after_failures([job_id], fallout)
+        return True
+
+    def _after_failures(self, finished: Sequence[str], fallout: Fallout) -> None:
+        """In-process wake-ups after rows finished and their dependents followed (after the commit)."""
+        self._changes.notify([*finished, *fallout.cancelled])
+        if fallout.released:
+            self._wakeups.notify_all()
 
     # -- the claim path ----------------------------------------------------
 
@@ -315,7 +369,8 @@ class SQLiteBackend:
         if limit <= 0 or (queues is not None and not queues) or (names is not None and not names):
             return []
         await self.connect()
-        now = now_us()
+        if params.limits:
+            return await self._claim_limited(params)
         queue_clause = ""
         queue_params: tuple[str, ...] = ()
         if queues is not None:
@@ -330,15 +385,47 @@ class SQLiteBackend:
         # subquery picks cannot be picked by any other connection meanwhile. The
         # claim index is named: left to choose, SQLite served a name or queue
         # filter from a listing index and sorted the whole backlog per claim.
-        index = "soniq_jobs_claim_any_queue" if queues is None else "soniq_jobs_claim_by_queue"
-        rows = await self._db.fetchall(
+        # Rows waiting on a dependency are not in the claim indexes at all (their predicate is CLAIMABLE).
+        index = CLAIM_INDEX_ANY_QUEUE if queues is None else CLAIM_INDEX_BY_QUEUE
+        sql = (
             "UPDATE soniq_jobs SET status = 'processing', worker_id = ?, updated_at = ?, started_at = ?, "
             "dedup_key = NULL "
-            f"WHERE id IN (SELECT id FROM soniq_jobs INDEXED BY {index} WHERE status = 'queued' AND scheduled_at <= ?"
+            f"WHERE id IN (SELECT id FROM soniq_jobs INDEXED BY {index} WHERE {CLAIMABLE} AND scheduled_at <= ?"
             f"{queue_clause} ORDER BY priority, scheduled_at, created_at, id LIMIT ?) "
-            f"RETURNING {JOB_COLUMNS}",
-            (params.worker_id, now, now if params.mark_started else None, now, *queue_params, limit),
+            f"RETURNING {JOB_COLUMNS}"
         )
+        worker_id, mark_started = params.worker_id, params.mark_started
+
+        def claim(raw: sqlite3.Connection) -> list[sqlite3.Row]:
+            # The clock is read once the write lock is held, so that no claim is stamped before
+            # the write (another process's completion, say) that made its rows claimable.
+            now = now_us()
+            values = (worker_id, now, now if mark_started else None, now, *queue_params, limit)
+            return raw.execute(sql, values).fetchall()
+
+        # BEGIN IMMEDIATE, the statement and COMMIT in one trip to aiosqlite's thread.
+        rows = await self._db.transaction_raw(claim)
+        return sorted((job_from_row(row) for row in rows), key=claim_order)
+
+    async def _claim_limited(self, params: ClaimJobsParams) -> list[JobRecord]:
+        """Protocol 4 limits: count and claim in one BEGIN IMMEDIATE (see `soniq_sqlite.limits`)."""
+        name_clause, name_params = (
+            ("", ()) if params.job_names is None else _name_filter(params.job_names, negate=False)
+        )
+        claim = limits.LimitedClaim(
+            worker_id=params.worker_id,
+            queues=None if params.queues is None else tuple(dict.fromkeys(params.queues)),
+            name_clause=name_clause,
+            name_params=name_params,
+            limit=params.limit,
+            mark_started=params.mark_started,
+        )
+        wanted = list(params.limits)
+
+        def body(raw: sqlite3.Connection) -> list[sqlite3.Row]:
+            return limits.claim_limited(raw, claim, wanted)
+
+        rows = await self._db.transaction_raw(body)
         return sorted((job_from_row(row) for row in rows), key=claim_order)
 
     async def mark_started(self, params: MarkStartedParams, /) -> set[str]:
@@ -364,14 +451,7 @@ class SQLiteBackend:
         if doomed:
             # result_ttl = 0: the fenced delete stands in for the completion write.
             await self.connect()
-            deleted: set[str] = set()
-            for id_chunk in _chunks(doomed, _VALUES_PER_STATEMENT):
-                rows = await self._db.fetchall(
-                    f"DELETE FROM soniq_jobs WHERE status = 'processing' AND worker_id = ? "
-                    f"AND id IN ({', '.join('?' for _ in id_chunk)}) RETURNING id",
-                    (params.worker_id, *id_chunk),
-                )
-                deleted.update(str(row[0]) for row in rows)
+            deleted = await self._complete_deleting(params.worker_id, doomed)
             rest = [r for r in params.results if not r.delete_row]
             if not rest:
                 return deleted
@@ -391,29 +471,69 @@ class SQLiteBackend:
         now, worker_id = now_us(), params.worker_id
         statements = []
         for chunk in _chunks(triples, _VALUES_PER_STATEMENT // 3):
+            # The trigger soniq_jobs_resolve_dependents frees dependents inside this statement;
+            # RETURNING says whether a row had any (read before the trigger runs), for the wake-up.
             sql = (
                 "UPDATE soniq_jobs SET status = 'done', result = r.column2, worker_id = NULL, updated_at = ?, "
                 f"expires_at = r.column3 FROM (VALUES {', '.join('(?, ?, ?)' for _ in chunk)}) AS r "
                 "WHERE soniq_jobs.id = r.column1 "
-                "AND soniq_jobs.status = 'processing' AND soniq_jobs.worker_id = ? RETURNING soniq_jobs.id"
+                f"AND soniq_jobs.status = 'processing' AND soniq_jobs.worker_id = ? RETURNING soniq_jobs.id, "
+                f"{_HAS_DEPENDENTS}"
             )
             statements.append((sql, (now, *(value for triple in chunk for value in triple), worker_id)))
         try:
             if len(statements) == 1:
                 # One statement is atomic on its own: no BEGIN and COMMIT round trips on the hot path.
-                return {str(row[0]) for row in await self._db.fetchall(*statements[0])}
+                returned = await self._db.fetchall(*statements[0])
+            else:
 
-            async def every_chunk(conn: aiosqlite.Connection) -> set[str]:
-                written: set[str] = set()
-                for sql, values in statements:
-                    written.update(str(row[0]) for row in await conn.execute_fetchall(sql, values))
-                return written
+                async def every_chunk(conn: aiosqlite.Connection) -> list[sqlite3.Row]:
+                    found: list[sqlite3.Row] = []
+                    for sql, values in statements:
+                        found.extend(await conn.execute_fetchall(sql, values))
+                    return found
 
-            return await self._db.transaction(every_chunk)
+                returned = await self._db.transaction(every_chunk)
+            written = {str(row[0]) for row in returned}
+            self._finished(written, any(row[1] for row in returned))
+            return written
         except BackendUnavailableError:
             raise
         except (sqlite3.Error, ValueError, OverflowError):
             return await self._complete_one_by_one(triples, now, worker_id)
+
+    async def _complete_deleting(self, worker_id: str, doomed: Sequence[str]) -> set[str]:
+        """The fenced delete of `result_ttl = 0`, in one transaction: the rows become `done` first,
+        so the resolving trigger frees their dependents exactly as a stored completion does."""
+        now = now_us()
+
+        def body(raw: sqlite3.Connection) -> tuple[set[str], bool]:
+            deleted: set[str] = set()
+            released = False
+            for id_chunk in _chunks(doomed, _VALUES_PER_STATEMENT):
+                marks = ", ".join("?" for _ in id_chunk)
+                rows = raw.execute(
+                    f"UPDATE soniq_jobs SET status = 'done', worker_id = NULL, updated_at = ? WHERE {_IN_OWNED} "
+                    f"AND id IN ({marks}) RETURNING id, {_HAS_DEPENDENTS}",
+                    (now, worker_id, *id_chunk),
+                ).fetchall()
+                ids = [str(row[0]) for row in rows]
+                released = released or any(row[1] for row in rows)
+                if ids:
+                    raw.execute(f"DELETE FROM soniq_jobs WHERE id IN ({', '.join('?' for _ in ids)})", ids)
+                deleted.update(ids)
+            return deleted, released
+
+        deleted, released = await self._db.transaction_raw(body)
+        self._finished(deleted, released)
+        return deleted
+
+    def _finished(self, ids: set[str], released: bool) -> None:
+        """In-process wake-ups after completions (after the commit)."""
+        if ids:
+            self._changes.notify(ids)
+        if released:
+            self._wakeups.notify_all()
 
     async def _complete_one_by_one(
         self, triples: list[tuple[str, str | None, int | None]], now: int, worker_id: str
@@ -425,7 +545,8 @@ class SQLiteBackend:
             try:
                 rows = await self._db.fetchall(
                     "UPDATE soniq_jobs SET status = 'done', result = ?, worker_id = NULL, updated_at = ?, "
-                    "expires_at = ? WHERE id = ? AND status = 'processing' AND worker_id = ? RETURNING id",
+                    "expires_at = ? WHERE id = ? AND status = 'processing' AND worker_id = ? "
+                    f"RETURNING id, {_HAS_DEPENDENTS}",
                     (result, now, expires_at, job_id, worker_id),
                 )
             except BackendUnavailableError:
@@ -433,6 +554,7 @@ class SQLiteBackend:
             except (sqlite3.Error, ValueError, OverflowError):
                 continue
             written.update(str(row[0]) for row in rows)
+            self._finished({str(row[0]) for row in rows}, any(row[1] for row in rows))
         return written
 
     async def retry_job(self, params: RetryJobParams, /) -> bool:
@@ -457,12 +579,22 @@ class SQLiteBackend:
         await self.connect()
         reason = str(getattr(params.reason, "value", params.reason))
 
+        fallout = Fallout()
+
         async def body(conn: aiosqlite.Connection) -> bool:
             return await transitions.dead_letter_owned(
-                conn, job_id=params.job_id, worker_id=params.worker_id, error=params.error, reason=reason
+                conn,
+                job_id=params.job_id,
+                worker_id=params.worker_id,
+                error=params.error,
+                reason=reason,
+                fallout=fallout,
             )
 
-        return await self._db.transaction(body)
+        moved = await self._db.transaction(body)
+        if moved:
+            self._after_failures([params.job_id], fallout)
+        return moved
 
     async def nack_job(self, params: NackJobParams, /) -> bool:
         await self.connect()
@@ -536,11 +668,15 @@ class SQLiteBackend:
             return set()
         await self.connect()
         rescues = list(params.rescues)
+        fallout = Fallout()
 
         async def body(conn: aiosqlite.Connection) -> set[str]:
-            return await transitions.apply_rescues(conn, rescues)
+            return await transitions.apply_rescues(conn, rescues, fallout)
 
         written = await self._db.transaction(body)
+        self._after_failures(
+            [r.job_id for r in rescues if r.job_id in written and r.action is RescueAction.DEAD_LETTER], fallout
+        )
         if any(r.job_id in written and r.action is not RescueAction.DEAD_LETTER for r in rescues):
             self._wakeups.notify_all()
         return written
@@ -550,10 +686,16 @@ class SQLiteBackend:
         cutoff = now_us() - int(max(float(params.older_than), 0.0) * 1_000_000)
         known = list(dict.fromkeys(params.known_names))
 
-        async def body(conn: aiosqlite.Connection) -> set[str]:
-            return await transitions.expire_unknown(conn, known_names=known, cutoff=cutoff, error=params.error)
+        fallout = Fallout()
 
-        return await self._db.transaction(body)
+        async def body(conn: aiosqlite.Connection) -> set[str]:
+            return await transitions.expire_unknown(
+                conn, known_names=known, cutoff=cutoff, error=params.error, fallout=fallout
+            )
+
+        moved = await self._db.transaction(body)
+        self._after_failures(sorted(moved), fallout)
+        return moved
 
     # -- observation -------------------------------------------------------
 
@@ -631,7 +773,21 @@ class SQLiteBackend:
 
     async def delete_job(self, params: DeleteJobParams, /) -> bool:
         await self.connect()
-        return await self._db.execute("DELETE FROM soniq_jobs WHERE id = ?", (params.job_id,)) == 1
+        job_id = params.job_id
+
+        def body(raw: sqlite3.Connection) -> Fallout | None:
+            rows = raw.execute("DELETE FROM soniq_jobs WHERE id = ? RETURNING status", (job_id,)).fetchall()
+            if not rows:
+                return None
+            if str(rows[0][0]) == "done":  # resolved when it became done; nothing waits on it any more
+                return Fallout()
+            return dependencies.fail_dependents(raw, [(job_id, dependencies.DELETED)], now_us())
+
+        fallout = await self._db.transaction_raw(body)
+        if fallout is None:
+            return False
+        self._after_failures([job_id], fallout)
+        return True
 
     async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
         if params.limit <= 0:
@@ -752,9 +908,16 @@ class SQLiteBackend:
         jobs = list(params.jobs)
         rows, due = self._job_rows(jobs)
 
+        depends_json = [dump_ids(job.depends_on) for job in jobs]
+
         async def body(conn: aiosqlite.Connection) -> list[str] | None:
             if not await schedules.advance(conn, params):
                 return None
+            if any(job.depends_on for job in jobs):
+                stored, _ = await run_raw(
+                    conn, lambda raw: dependencies.insert_with_dependencies(raw, rows, jobs, depends_json)
+                )
+                return stored
             if rows:
                 await conn.executemany(_INSERT_JOB, rows)
             return [job.id for job in jobs]
@@ -789,6 +952,93 @@ class SQLiteBackend:
         await self.connect()
         return await schedules.prune_dead_letters(self._db, params)
 
+    # -- issue 19 (protocol 4): cancelling running jobs, waiting for jobs ----------
+
+    async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
+        await self.connect()
+        job_id = params.job_id
+
+        def body(raw: sqlite3.Connection) -> tuple[CancelOutcome, Fallout]:
+            return _request_cancel(raw, job_id, now_us())
+
+        outcome, fallout = await self._db.transaction_raw(body)
+        if outcome is CancelOutcome.CANCELLED:
+            self._after_failures([job_id], fallout)
+        elif outcome is CancelOutcome.REQUESTED:
+            # Same-process watchers hear it now; other processes' watchers poll cancel_requests.
+            self._changes.notify([job_id])
+        return outcome
+
+    async def cancel_requests(self, params: CancelRequestsParams, /) -> set[str]:
+        await self.connect()
+        # soniq_jobs_processing_by_worker: only this worker's in-flight rows are read.
+        rows = await self._db.fetchall(
+            "SELECT id FROM soniq_jobs INDEXED BY soniq_jobs_processing_by_worker "
+            "WHERE worker_id = ? AND status = 'processing' AND cancel_requested = 1",
+            (params.worker_id,),
+        )
+        return {str(row[0]) for row in rows}
+
+    async def finish_cancel(self, params: FinishCancelParams, /) -> bool:
+        await self.connect()
+        job_id, worker_id, text = params.job_id, params.worker_id, params.message
+
+        def body(raw: sqlite3.Connection) -> Fallout | None:
+            now = now_us()
+            rows = raw.execute(
+                "UPDATE soniq_jobs SET status = 'cancelled', worker_id = NULL, last_error = ?, updated_at = ? "
+                f"WHERE {_OWNED} RETURNING id",
+                (text, now, job_id, worker_id),
+            ).fetchall()
+            if not rows:
+                return None
+            return dependencies.fail_dependents(raw, [(job_id, dependencies.CANCELLED)], now)
+
+        fallout = await self._db.transaction_raw(body)
+        if fallout is None:
+            return False
+        self._after_failures([job_id], fallout)
+        return True
+
+    async def watch_jobs(self, params: WatchJobsParams, /) -> None:
+        # SQLite has no cross-process channel to publish on (push_job_changes is False), so
+        # there is nothing to mark: this instance's own finishing writes wake its own waiters
+        # whether watched or not, and every other waiter re-reads its rows at its timeout.
+        # The `watched` column exists so that a file keeps one shape across backends' versions.
+        return None
+
+    async def wait_for_job_changes(self, params: WaitForJobChangesParams, /) -> set[str] | None:
+        return await self._changes.wait(list(params.job_ids), params.timeout)
+
+
+def _cancel_queued(raw: sqlite3.Connection, job_id: str, now: int) -> Fallout | None:
+    """`cancel_job` inside a write transaction: the queued row becomes `cancelled` and its
+    dependents follow; None when the row was not queued (nothing written)."""
+    rows = raw.execute(
+        "UPDATE soniq_jobs SET status = 'cancelled', updated_at = ? WHERE id = ? AND status = 'queued' RETURNING id",
+        (now, job_id),
+    ).fetchall()
+    if not rows:
+        return None
+    return dependencies.fail_dependents(raw, [(job_id, dependencies.CANCELLED)], now)
+
+
+def _request_cancel(raw: sqlite3.Connection, job_id: str, now: int) -> tuple[CancelOutcome, Fallout]:
+    """`request_cancel` inside a write transaction: one read of the row's status decides."""
+    found = raw.execute("SELECT status FROM soniq_jobs WHERE id = ?", (job_id,)).fetchone()
+    if found is None:
+        dead = raw.execute("SELECT 1 FROM soniq_dead_letter_jobs WHERE id = ?", (job_id,)).fetchone()
+        return (CancelOutcome.NOT_FOUND if dead is None else CancelOutcome.ALREADY_FINISHED), Fallout()
+    status = str(found[0])
+    if status == "queued":
+        fallout = _cancel_queued(raw, job_id, now)
+        return CancelOutcome.CANCELLED, fallout or Fallout()
+    if status == "processing":
+        # Idempotent: a second request writes nothing new (and leaves updated_at as it is).
+        raw.execute("UPDATE soniq_jobs SET cancel_requested = 1 WHERE id = ? AND cancel_requested = 0", (job_id,))
+        return CancelOutcome.REQUESTED, Fallout()
+    return CancelOutcome.ALREADY_FINISHED, Fallout()
+
 
 async def insert_keyed(conn: aiosqlite.Connection, keyed: Sequence[tuple[Any, ...]]) -> list[str]:
     """`_UPSERT_KEYED_JOB` for each row, inside the caller's transaction; the stored id of each."""
@@ -805,6 +1055,7 @@ SCHEMA_STEP_NAMES = {
     3: "dashboard reads and worker state",
     4: "schedules, leader lease and pruning",
     5: "dedup_key, producer_id and the unique queued index",
+    6: "dependencies, fleet-wide limits, cancel requests (protocol 4)",
 }
 """What each `PRAGMA user_version` step added (see soniq_sqlite.schema), for ``soniq migrate-status``."""
 

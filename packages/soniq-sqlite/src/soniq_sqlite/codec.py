@@ -10,7 +10,7 @@ from typing import Any
 
 from soniq.decoding import decode_args, decode_json, join_problems
 from soniq.errors import JobArgumentsError
-from soniq.records import DeadLetterRecord, JobRecord, JobStatus, WorkerRecord, WorkerStatus
+from soniq.records import DeadLetterRecord, DependencyPolicy, JobRecord, JobStatus, WorkerRecord, WorkerStatus
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
@@ -89,7 +89,27 @@ def job_from_row(row: Row) -> JobRecord:
         expires_at=from_us_or_none(row[16]) if len(row) > 16 else None,
         dedup_key=row[17] if len(row) > 17 else None,
         producer_id=row[18] if len(row) > 18 else None,
+        depends_on=load_ids(row[19]) if len(row) > 19 else (),
+        waiting_on=int(row[20]) if len(row) > 20 else 0,
+        dependency_policy=DependencyPolicy(row[21]) if len(row) > 21 else DependencyPolicy.CANCEL,
+        limit_key=row[22] if len(row) > 22 else None,
+        cancel_requested=bool(row[23]) if len(row) > 23 else False,
     )
+
+
+def dump_ids(ids: Sequence[str]) -> str:
+    """`depends_on` as stored: a JSON array of ids (``[]`` for none, the column's default)."""
+    return json.dumps(list(ids), separators=(",", ":"), ensure_ascii=False) if ids else "[]"
+
+
+def load_ids(text: str | None) -> tuple[str, ...]:
+    if not text or text == "[]":
+        return ()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ()
+    return tuple(str(item) for item in value) if isinstance(value, list) else ()
 
 
 def dead_letter_from_row(row: Row) -> DeadLetterRecord:

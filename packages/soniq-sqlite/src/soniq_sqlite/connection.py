@@ -18,8 +18,8 @@ import os
 import random
 import sqlite3
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, Literal, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from typing import Any, Literal, TypeVar, cast
 
 import aiosqlite
 
@@ -338,7 +338,32 @@ class Database:
                 raise
             return result
 
-        task = asyncio.ensure_future(self._run(wrapped))
+        return await self._shielded(wrapped)
+
+    async def transaction_raw(self, body: Callable[[sqlite3.Connection], T]) -> T:
+        """`transaction` for a plain function of the sqlite3 connection, run whole on
+        aiosqlite's thread: BEGIN IMMEDIATE, the body and COMMIT cost one round trip, so
+        the file's write lock is held only while SQLite works, never across an event-loop
+        turn. For multi-statement writes that every worker process takes turns at."""
+
+        def wrapped(raw: sqlite3.Connection) -> T:
+            raw.execute("BEGIN IMMEDIATE")
+            try:
+                result = body(raw)
+                raw.execute("COMMIT")
+            except BaseException:
+                if raw.in_transaction:
+                    raw.execute("ROLLBACK")
+                raise
+            return result
+
+        async def run(conn: aiosqlite.Connection) -> T:
+            return await run_raw(conn, wrapped)
+
+        return await self._shielded(run)
+
+    async def _shielded(self, body: Body[T]) -> T:
+        task = asyncio.ensure_future(self._run(body))
         try:
             return await asyncio.shield(task)
         except asyncio.CancelledError:
@@ -408,6 +433,56 @@ def _raw_runner(conn: aiosqlite.Connection) -> Callable[[Callable[[sqlite3.Conne
         return result
 
     return run
+
+
+async def run_raw(conn: aiosqlite.Connection, function: Callable[[sqlite3.Connection], T]) -> T:
+    """Run `function` with the sqlite3 connection, inside the caller's open transaction when
+    there is one: on aiosqlite's thread in one trip (see `_raw_runner`), or, on an aiosqlite
+    without those hooks, on a helper thread whose every statement the event loop hands to
+    aiosqlite (`_Bridged`): slower, same outcome."""
+    runner = _raw_runner(conn)
+    if runner is not None:
+        return await runner(function)
+    bridged = cast(sqlite3.Connection, _Bridged(conn, asyncio.get_running_loop()))
+    return await asyncio.to_thread(function, bridged)
+
+
+class _Rows:
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._rows)
+
+
+class _Bridged:
+    """The part of a sqlite3 connection `run_raw`'s functions use, for a helper thread: each
+    statement runs on the aiosqlite connection through the event loop, in order."""
+
+    def __init__(self, conn: aiosqlite.Connection, loop: asyncio.AbstractEventLoop) -> None:
+        self._conn, self._loop = conn, loop
+
+    def _wait(self, work: Awaitable[T]) -> T:
+        async def run() -> T:
+            return await work
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ()) -> _Rows:
+        return _Rows(list(self._wait(self._conn.execute_fetchall(sql, parameters))))
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._wait(self._conn.executemany(sql, list(rows)))
+
+    @property
+    def in_transaction(self) -> bool:
+        return self._conn.in_transaction
 
 
 def _write_batch(conn: sqlite3.Connection, statements: Sequence[tuple[str, Sequence[Any]]]) -> list[int | Exception]:

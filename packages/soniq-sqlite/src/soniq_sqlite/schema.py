@@ -11,13 +11,17 @@ Version history:
   4 - soniq_schedules, soniq_leader, soniq_jobs.expires_at with its partial index (issue 14).
   5 - soniq_jobs.dedup_key and producer_id, and the partial unique index that makes a queued
       row's dedup key exclusive (issue 12).
+  6 - protocol 4 (issue 19): soniq_jobs.depends_on, waiting_on, dependency_policy, limit_key,
+      cancel_requested, watched; the edge table soniq_job_dependencies and the trigger that
+      resolves dependents when a row becomes done; soniq_rate_windows; the claim indexes hold
+      only claimable rows (``waiting_on = 0``); an index of processing rows by limit group.
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -168,21 +172,99 @@ _VERSION_5 = (
     "WHERE status = 'queued' AND dedup_key IS NOT NULL",
 )
 
+# -- issue 19 (protocol 4) -------------------------------------------------------
+_VERSION_6 = (
+    "ALTER TABLE soniq_jobs ADD COLUMN depends_on TEXT NOT NULL DEFAULT '[]'",
+    "ALTER TABLE soniq_jobs ADD COLUMN waiting_on INTEGER NOT NULL DEFAULT 0 CHECK (waiting_on >= 0)",
+    "ALTER TABLE soniq_jobs ADD COLUMN dependency_policy TEXT NOT NULL DEFAULT 'cancel' "
+    "CHECK (dependency_policy IN ('cancel', 'run'))",
+    "ALTER TABLE soniq_jobs ADD COLUMN limit_key TEXT",
+    "ALTER TABLE soniq_jobs ADD COLUMN cancel_requested INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE soniq_jobs ADD COLUMN watched INTEGER NOT NULL DEFAULT 0",
+    # One edge per pending dependency: resolving a row reads its own dependents, never a scan.
+    """
+    CREATE TABLE IF NOT EXISTS soniq_job_dependencies (
+        dependency_id TEXT NOT NULL,
+        job_id        TEXT NOT NULL,
+        PRIMARY KEY (dependency_id, job_id)
+    ) WITHOUT ROWID
+    """,
+    # A row becoming done resolves its dependents in the same statement, whoever writes it (a
+    # completion batch, the combined writes, a delete_row completion). A row without dependents
+    # pays one probe of the edge table's primary key. Failing dependents (cancel, dead letter,
+    # delete) cascades, so that runs in Python inside the writing transaction (soniq_sqlite.dependencies).
+    """
+    CREATE TRIGGER IF NOT EXISTS soniq_jobs_resolve_dependents
+    AFTER UPDATE OF status ON soniq_jobs
+    WHEN NEW.status = 'done' AND OLD.status <> 'done'
+        AND EXISTS (SELECT 1 FROM soniq_job_dependencies WHERE dependency_id = NEW.id)
+    BEGIN
+        UPDATE soniq_jobs SET waiting_on = waiting_on - 1
+            WHERE id IN (SELECT job_id FROM soniq_job_dependencies WHERE dependency_id = NEW.id)
+            AND status = 'queued' AND waiting_on > 0;
+        DELETE FROM soniq_job_dependencies WHERE dependency_id = NEW.id;
+    END
+    """,
+    # Claims of a limit group per fixed window (soniq_sqlite.limits): one row per group and window.
+    """
+    CREATE TABLE IF NOT EXISTS soniq_rate_windows (
+        group_key    TEXT NOT NULL,
+        window_start INTEGER NOT NULL,
+        claims       INTEGER NOT NULL,
+        PRIMARY KEY (group_key, window_start)
+    ) WITHOUT ROWID
+    """,
+    # The claim indexes hold only claimable rows: a blocked row (waiting_on > 0) is not in them,
+    # so the unlimited claim skips blocked rows at no cost and reads exactly what it did before.
+    "DROP INDEX IF EXISTS soniq_jobs_claim_by_queue",
+    "DROP INDEX IF EXISTS soniq_jobs_claim_any_queue",
+    """
+    CREATE INDEX IF NOT EXISTS soniq_jobs_claimable_by_queue
+        ON soniq_jobs (queue, priority, scheduled_at, created_at, id)
+        WHERE status = 'queued' AND waiting_on = 0
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS soniq_jobs_claimable_any_queue
+        ON soniq_jobs (priority, scheduled_at, created_at, id)
+        WHERE status = 'queued' AND waiting_on = 0
+    """,
+    # A limited claim counts processing rows per group from this covering index of in-flight rows.
+    """
+    CREATE INDEX IF NOT EXISTS soniq_jobs_running_groups
+        ON soniq_jobs (queue, job_name, limit_key)
+        WHERE status = 'processing'
+    """,
+)
+
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: _VERSION_1,
     2: _VERSION_2,
     3: _VERSION_3,
     4: _VERSION_4,
     5: _VERSION_5,
+    6: _VERSION_6,
 }
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
-TABLES = ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers", "soniq_schedules", "soniq_leader")
+TABLES = (
+    "soniq_jobs",
+    "soniq_dead_letter_jobs",
+    "soniq_workers",
+    "soniq_schedules",
+    "soniq_leader",
+    "soniq_job_dependencies",
+    "soniq_rate_windows",
+)
+
+CLAIM_INDEX_BY_QUEUE = "soniq_jobs_claimable_by_queue"
+CLAIM_INDEX_ANY_QUEUE = "soniq_jobs_claimable_any_queue"
+CLAIMABLE = "status = 'queued' AND waiting_on = 0"
+"""The claim indexes' predicate: every claim's WHERE repeats it so that SQLite may use them."""
 
 JOB_COLUMNS = (
     "id, job_name, args, status, attempts, max_attempts, queue, priority, scheduled_at, "
     "last_error, worker_id, result, created_at, updated_at, started_at, trace_context, expires_at, "
-    "dedup_key, producer_id"
+    "dedup_key, producer_id, depends_on, waiting_on, dependency_policy, limit_key, cancel_requested"
 )
 DEAD_LETTER_COLUMNS = (
     "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "

@@ -15,6 +15,8 @@ import aiosqlite
 from soniq.params import Rescue, RescueAction
 from soniq.records import DeadLetterReason, StaleScan
 from soniq_sqlite.codec import job_from_row, now_us, to_us
+from soniq_sqlite.connection import run_raw
+from soniq_sqlite.dependencies import DEAD_LETTERED, Fallout, fail_dependents
 from soniq_sqlite.schema import JOB_COLUMNS
 
 _INSERT_DEAD_LETTER = """
@@ -42,14 +44,16 @@ async def move_to_dead_letter(
     reason: str | None,
     attempts: int | None = None,
     keep_attempts: bool = False,
+    fallout: Fallout | None = None,
 ) -> bool:
     """The one move of a `soniq_jobs` row into `soniq_dead_letter_jobs`.
 
     Deletes the row matching the fence `where` and inserts its dead-letter
     row; `attempts` None counts the run that ends here (stored + 1) unless
     `keep_attempts` (a row that never ran keeps its count), and
-    `error` None keeps the stored `last_error`. Both statements belong to the
-    caller's transaction, so the move commits whole or not at all.
+    `error` None keeps the stored `last_error`. The row's dependents fail
+    (protocol 4; what that did is added to `fallout`). Every statement belongs
+    to the caller's transaction, so the move commits whole or not at all.
     """
     rows = list(
         await conn.execute_fetchall(
@@ -77,6 +81,8 @@ async def move_to_dead_letter(
             now_us(),
         ),
     )
+    failed = [(str(job_id), DEAD_LETTERED)]
+    await run_raw(conn, lambda raw: fail_dependents(raw, failed, now_us(), fallout))
     return True
 
 
@@ -87,10 +93,12 @@ def _attempts_after(stored: int, given: int | None, keep: bool) -> int:
 
 
 async def dead_letter_owned(
-    conn: aiosqlite.Connection, *, job_id: str, worker_id: str, error: str, reason: str
+    conn: aiosqlite.Connection, *, job_id: str, worker_id: str, error: str, reason: str, fallout: Fallout
 ) -> bool:
     """Fenced move of a claimed row to the dead-letter table, counting the run."""
-    return await move_to_dead_letter(conn, where=_OWNED, params=(job_id, worker_id), error=error, reason=reason)
+    return await move_to_dead_letter(
+        conn, where=_OWNED, params=(job_id, worker_id), error=error, reason=reason, fallout=fallout
+    )
 
 
 async def replay(
@@ -136,7 +144,7 @@ async def replay(
 
 
 async def expire_unknown(
-    conn: aiosqlite.Connection, *, known_names: Sequence[str], cutoff: int, error: str
+    conn: aiosqlite.Connection, *, known_names: Sequence[str], cutoff: int, error: str, fallout: Fallout
 ) -> set[str]:
     """Move old queued rows of names no worker knows to the dead-letter table, attempts as stored.
 
@@ -161,6 +169,7 @@ async def expire_unknown(
             reason=DeadLetterReason.UNKNOWN_JOB.value,
             attempts=None,
             keep_attempts=True,
+            fallout=fallout,
         ):
             moved.add(str(row[0]))
     return moved
@@ -191,7 +200,7 @@ async def find_stale(conn: aiosqlite.Connection, *, heartbeat_timeout: float) ->
     return StaleScan(stale_workers=tuple(stale), orphaned=tuple(job_from_row(row) for row in rows))
 
 
-async def apply_rescues(conn: aiosqlite.Connection, rescues: Sequence[Rescue]) -> set[str]:
+async def apply_rescues(conn: aiosqlite.Connection, rescues: Sequence[Rescue], fallout: Fallout) -> set[str]:
     """Write each of core's rescues while its row is exactly as it was read."""
     written: set[str] = set()
     for rescue in rescues:
@@ -205,6 +214,7 @@ async def apply_rescues(conn: aiosqlite.Connection, rescues: Sequence[Rescue]) -
                 error=rescue.error,
                 reason=rescue.reason,
                 attempts=rescue.attempts,
+                fallout=fallout,
             )
         else:
             # A release and a requeue write the same field set; core's attempts and error differ.

@@ -41,3 +41,45 @@ class Wakeups:
         for _, future in self._waiters:
             if not future.done():
                 future.set_result(None)
+
+
+class JobChanges:
+    """In-process job changes: a finishing write or a cancel request made through this backend
+    instance wakes this instance's `wait_for_job_changes` callers that asked about the row.
+
+    Another process's write cannot reach us (the backend reports ``push_job_changes=False``),
+    so a wait that nobody here woke returns None at its timeout and core re-reads its rows.
+    """
+
+    def __init__(self) -> None:
+        self._waiters: list[tuple[frozenset[str], asyncio.Future[set[str] | None]]] = []
+
+    async def wait(self, job_ids: Sequence[str], timeout: float) -> set[str] | None:
+        if timeout <= 0 or not job_ids:
+            if timeout > 0:
+                await asyncio.sleep(timeout)
+            return None
+        future: asyncio.Future[set[str] | None] = asyncio.get_running_loop().create_future()
+        entry = (frozenset(job_ids), future)
+        self._waiters.append(entry)
+        try:
+            return await asyncio.wait_for(future, timeout)
+        except TimeoutError:
+            return None
+        finally:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(entry)
+
+    def notify(self, job_ids: Iterable[str]) -> None:
+        if not self._waiters:
+            return
+        changed = set(job_ids)
+        for wanted, future in self._waiters:
+            hit = wanted & changed
+            if hit and not future.done():
+                future.set_result(set(hit))
+
+    def notify_all(self) -> None:
+        for _, future in self._waiters:
+            if not future.done():
+                future.set_result(None)

@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from soniq import Soniq
-from soniq.params import FindStaleJobsParams, GetDeadLetterParams, GetJobParams, ReplayDeadLetterParams
+from soniq.params import (
+    EnqueueJobsParams,
+    FindStaleJobsParams,
+    GetDeadLetterParams,
+    GetJobParams,
+    ReplayDeadLetterParams,
+    RequestCancelParams,
+)
+from soniq.records import CancelOutcome, JobStatus, NewJob
 from soniq.schema_state import LegacyWorkersActiveError, SchemaFamily, SchemaStateError
 
 pytestmark = pytest.mark.slow
@@ -136,6 +144,30 @@ async def test_upgrade_keeps_every_row_and_the_queued_jobs_run(legacy_010_file: 
         replayed = await backend.get_job(GetJobParams(job_id=new_id))
         assert replayed is not None
         assert (replayed.job_name, replayed.args) == ("legacy.bad", {"n": 7})
+
+        # Protocol 4 works on the upgraded file: 0.1.0's rows can be depended on, and a cancel
+        # of one fails its dependents (edge table, trigger and columns exist after the upgrade).
+        def dependent(job_id: str, *on: str) -> NewJob:
+            now = datetime.now(UTC)
+            return NewJob(job_id, "legacy.send", {}, "mail", 5, now, 3, depends_on=on, limit_key="k")
+
+        await backend.enqueue_jobs(
+            EnqueueJobsParams(jobs=[dependent("after-done", ids["done"]), dependent("after-later", ids["scheduled"])])
+        )
+
+        async def stored(job_id: str) -> Any:
+            record = await backend.get_job(GetJobParams(job_id=job_id))
+            assert record is not None, job_id
+            return record
+
+        assert (await stored("after-done")).waiting_on == 0
+        assert (await stored("after-later")).waiting_on == 1
+        assert await backend.request_cancel(RequestCancelParams(job_id=ids["scheduled"])) is CancelOutcome.CANCELLED
+        cancelled = await stored("after-later")
+        assert (cancelled.status, cancelled.last_error) == (
+            JobStatus.CANCELLED,
+            f"dependency {ids['scheduled']} was cancelled",
+        )
     finally:
         await app.close()
 
