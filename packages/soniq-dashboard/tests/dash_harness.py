@@ -128,11 +128,13 @@ class Process:
 class Dashboard(Process):
     """``python -m soniq dashboard`` on a free port, serving once ``/healthz`` answers."""
 
-    def __init__(self, store: Store, workdir: Path, *, writes: bool = False) -> None:
+    def __init__(
+        self, store: Store, workdir: Path, *, writes: bool = False, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         args = [sys.executable, "-m", "soniq", "dashboard", "--port", str(self.port), "--poll-interval", "0.3"]
-        env = child_env(store, SONIQ_DASHBOARD_API_KEY=API_KEY)
+        env = child_env(store, SONIQ_DASHBOARD_API_KEY=API_KEY, **(extra_env or {}))
         super().__init__(
             [*args, *(["--writes"] if writes else [])], env, workdir / f"dashboard-{self.port}.log", workdir
         )

@@ -105,6 +105,28 @@ async def test_a_job_enqueued_in_another_process_appears_without_a_reload(
     in_browser(browser, lambda b: b.find_element(By.CSS_SELECTOR, '[data-count="queued"]').text == "1", what="count")
 
 
+async def test_the_queues_table_shows_each_queues_declared_limit(
+    store: Store, producer: Soniq, browser: Any, tmp_path: Path, processes: list[Any]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    limits = '{"emails": {"max_concurrent": 3, "rate_limit": "10/5s"}}'
+    d = Dashboard(store, tmp_path, extra_env={"SONIQ_QUEUE_LIMITS": limits})
+    processes.append(d)
+    await producer.enqueue("dash_jobs.quick", n=1)
+    browser.get(d.base + "/")
+    limit = in_browser(
+        browser, lambda b: b.find_element(By.CSS_SELECTOR, '[data-limit="emails"]').text, what="emails' limit"
+    )
+    assert limit == "at most 3 running, 10/5s starts"  # shown before the queue has a job
+    default = browser.find_element(By.CSS_SELECTOR, '[data-limit="default"]').text
+    assert default == "none"
+    assert (
+        "No job of this app declares a limit"
+        in browser.find_element(By.ID, "limits-h").find_element(By.XPATH, "..").text
+    )
+
+
 async def test_replaying_a_dead_letter_from_the_page_makes_the_job_run(
     store: Store, producer: Soniq, browser: Any, tmp_path: Path, processes: list[Any]
 ) -> None:

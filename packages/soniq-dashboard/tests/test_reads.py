@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from dash_harness import Store
 
 from soniq import Soniq
 from soniq.params import RegisterWorkerParams, SetWorkerStatusParams
@@ -130,3 +131,25 @@ def test_the_command_binds_this_machine_only_by_default() -> None:
     assert args.host == "127.0.0.1"
     assert args.port == 6161
     assert not args.writes
+
+
+@pytest.mark.asyncio
+async def test_overview_shows_the_limits_the_app_declares(store: Store) -> None:
+    app = Soniq(store.url, queue_limits={"emails": {"max_concurrent": 3, "rate_limit": "10/5s"}})
+
+    @app.job(name="crm.sync", max_concurrent=1, limit_key="customer_id")
+    async def sync(customer_id: int) -> None: ...
+
+    await app.setup()
+    try:
+        await app.enqueue(sync, customer_id=1)
+        overview = await DashboardReads(app).overview()
+        assert overview.queue_limits == {"emails": "at most 3 running, 10/5s starts"}
+        counts = dict(overview.queues)
+        assert counts["emails"]["total"] == 0  # a limited queue is listed before its first job
+        assert counts["default"]["queued"] == 1
+        assert overview.job_limits == [("crm.sync", "at most 1 running, per limit_key")]
+    finally:
+        if store.namespace:
+            await app.backend.drop_schema()
+        await app.close()

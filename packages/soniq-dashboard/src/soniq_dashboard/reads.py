@@ -18,7 +18,8 @@ from typing import Any
 
 from soniq import Soniq
 from soniq.backend import Backend
-from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobCursor, JobPageParams
+from soniq.limits import describe
+from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobCursor, JobPageParams, LimitScope
 from soniq.records import JobStatus
 
 PAGE_SIZE = 50
@@ -53,6 +54,10 @@ class Overview:
     oldest_queued_age: timedelta | None
     workers_running: int
     workers_total: int
+    queue_limits: dict[str, str] = field(default_factory=dict)
+    """Queue name -> its fleet-wide limits in words (issue 19), as this app declares them."""
+    job_limits: list[tuple[str, str]] = field(default_factory=list)
+    """(job name, its limits in words) for every job of this app that declares limits."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,11 @@ class DashboardReads:
         counts = await backend.job_counts(JobCountsParams())
         keys = ("total", "queued", "processing", "done", "dead_letter", "cancelled")
         queues = [(c.queue, {k: int(getattr(c, k)) for k in keys}) for c in counts]
+        limits = self.app.group_limits()  # declared in code and settings: no store read
+        queue_limits = {lim.name: describe(lim) for lim in limits if lim.scope is LimitScope.QUEUE}
+        listed = {name for name, _ in queues}
+        if any(name not in listed for name in queue_limits):  # a limited queue shows before its first job
+            queues = sorted(queues + [(n, dict.fromkeys(keys, 0)) for n in queue_limits if n not in listed])
         totals = {k: sum(q[1][k] for q in queues) for k in keys}
         oldest = min((c.oldest_queued_at for c in counts if c.oldest_queued_at is not None), default=None)
         workers = await backend.list_workers()
@@ -156,6 +166,8 @@ class DashboardReads:
             oldest_queued_age=None if oldest is None else max(timedelta(0), _now() - _aware(oldest)),
             workers_running=sum(1 for w in workers if w.status.value != "stopped"),
             workers_total=len(workers),
+            queue_limits=queue_limits,
+            job_limits=[(lim.name, describe(lim)) for lim in limits if lim.scope is LimitScope.JOB],
         )
 
     async def _windows(self, backend: Backend) -> list[WindowCounts]:
