@@ -27,10 +27,12 @@ from soniq.params import (
     ListJobsParams,
     NackJobParams,
     PruneJobsParams,
+    RequestCancelParams,
     RescueAction,
     RescueJobsParams,
+    WaitForJobChangesParams,
 )
-from soniq.records import DeadLetterRecord, JobRecord, JobStatus, LeaseRecord, NewJob, StaleScan
+from soniq.records import CancelOutcome, DeadLetterRecord, JobRecord, JobStatus, LeaseRecord, NewJob, StaleScan
 from soniq_memory import MemoryBackend
 
 _Row = TypeVar("_Row", JobRecord, DeadLetterRecord)
@@ -242,3 +244,61 @@ class PruneIgnoresExpiry(MemoryBackend):
             for job_id in finished:
                 del self._store.jobs[job_id]
             return len(finished)
+
+
+# -- protocol 4 (issue 19) ---------------------------------------------------------
+
+
+class ClaimIgnoresLimits(MemoryBackend):
+    """Claims as protocol 3 did: fleet-wide limits are left to the workers (who cannot see each other)."""
+
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        return await super().claim_jobs(replace(params, limits=()))
+
+
+class LimitCheckedBeforeTheClaim(MemoryBackend):
+    """Counts the free slots, then claims in a second step: concurrent claimers share the same slots."""
+
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        if not params.limits:
+            return await super().claim_jobs(params)
+        free = params.limit
+        for limit in params.limits:
+            if limit.max_concurrent is None:
+                continue
+            running = sum(
+                1
+                for row in self._store.jobs.values()
+                if row.status is JobStatus.PROCESSING and limit.name in (row.job_name, row.queue)
+            )
+            free = min(free, limit.max_concurrent - running)
+        await asyncio.sleep(0.005)
+        return await super().claim_jobs(replace(params, limits=(), limit=max(free, 0)))
+
+
+class EnqueueIgnoresDependencies(MemoryBackend):
+    """Stores `depends_on` as a note but never waits: every row is claimable at once."""
+
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
+        jobs = [replace(job, depends_on=()) for job in params.jobs]
+        return await super().enqueue_jobs(replace(params, jobs=jobs))
+
+
+class CancelEndsRunningRows(MemoryBackend):
+    """Cancels a running row on the spot, as if its handler had already stopped."""
+
+    async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
+        with self._store.lock:
+            row = self._store.jobs.get(params.job_id)
+            if row is not None and row.status is JobStatus.PROCESSING:
+                self._store.put_job(replace(row, status=JobStatus.CANCELLED, worker_id=None))
+                return CancelOutcome.CANCELLED
+        return await super().request_cancel(params)
+
+
+class PushThatNeverWakes(MemoryBackend):
+    """Declares `push_job_changes` but only ever sleeps out the timeout."""
+
+    async def wait_for_job_changes(self, params: WaitForJobChangesParams, /) -> set[str] | None:
+        await asyncio.sleep(params.timeout)
+        return None

@@ -186,3 +186,57 @@ def test_suite_catches_a_prune_that_ignores_expiry(pytester: pytest.Pytester) ->
         "test_prune_judges_expiry_by_the_given_now",
     } <= set(outcomes["failed"])
     assert "test_prune_respects_the_limit" in outcomes["passed"]
+
+
+# -- protocol 4 (issue 19) ---------------------------------------------------------
+
+
+def test_suite_catches_a_claim_that_ignores_limits(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(
+        pytester, "ClaimIgnoresLimits", "-k", "limit or rate or slot or group or claimers or max_concurrent"
+    )
+    assert {
+        "test_max_concurrent_per_job_name_counts_across_workers",
+        "test_max_concurrent_per_queue_counts_across_workers",
+        "test_partitioned_limits_give_each_limit_key_its_own_slots",
+        "test_a_full_group_is_passed_over_for_the_rows_behind_it",
+        "test_rate_limit_allows_n_claims_per_window",
+        "test_concurrent_limited_claimers_never_exceed_max_concurrent",
+    } <= set(outcomes["failed"])
+    assert "test_a_limit_on_another_group_does_not_hold_a_row_back" in outcomes["passed"]
+
+
+def test_suite_catches_a_limit_checked_outside_the_claim(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "LimitCheckedBeforeTheClaim", "-k", "max_concurrent")
+    assert "test_concurrent_limited_claimers_never_exceed_max_concurrent" in outcomes["failed"]
+    assert "test_max_concurrent_per_job_name_counts_across_workers" in outcomes["passed"]
+
+
+def test_suite_catches_an_enqueue_that_ignores_dependencies(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "EnqueueIgnoresDependencies", "-k", "depend or fan_in or retries")
+    assert {
+        "test_a_job_waiting_on_a_queued_dependency_is_not_claimed",
+        "test_fan_in_becomes_claimable_only_after_the_last_dependency",
+        "test_retries_snoozes_nacks_and_requeues_resolve_nothing",
+        "test_a_failed_dependency_cancels_its_dependents_and_theirs",
+    } <= set(outcomes["failed"])
+
+
+def test_suite_catches_a_cancel_that_ends_running_rows_at_once(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "CancelEndsRunningRows", "-k", "cancel or flag")
+    assert {
+        "test_request_cancel_of_a_processing_row_only_sets_the_flag",
+        "test_finish_cancel_writes_cancelled_and_keeps_attempts",
+        "test_the_flag_survives_a_nack_and_a_retry_and_comes_back_with_the_claim",
+    } <= set(outcomes["failed"])
+    assert "test_request_cancel_of_a_queued_row_cancels_it" in outcomes["passed"]
+
+
+def test_suite_catches_a_push_that_never_wakes(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "PushThatNeverWakes", "-k", "woken or wakes")
+    assert {
+        "test_a_watched_job_finished_elsewhere_wakes_the_waiter",
+        "test_a_cancel_request_wakes_the_waiter_without_a_watch",
+        "test_concurrent_waiters_on_one_instance_are_each_woken",
+    } <= set(outcomes["failed"])
+    assert "test_wait_for_job_changes_returns_by_its_timeout" not in outcomes["failed"]

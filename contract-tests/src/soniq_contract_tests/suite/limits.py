@@ -34,6 +34,7 @@ RACING_INSTANCES = 3
 RACING_CLAIMERS = 8
 RACE_ROWS = 40
 RACE_LIMIT = 3
+HOLD_SECONDS = 0.5
 
 RATE_PERIOD = 2.0
 """Window length of the rate tests: long enough that a slow claim still lands in the window it aimed at."""
@@ -269,6 +270,7 @@ class LimitContract:
             await add(backend, [new_job(queue=queue, job_name="ct.limited") for _ in range(RACE_ROWS)])
             limits = [job_limit("ct.limited", max_concurrent=RACE_LIMIT)]
             held: set[str] = set()
+            full = asyncio.Event()
             most = 0
             done: list[str] = []
             async with contextlib.AsyncExitStack() as stack:
@@ -288,9 +290,19 @@ class LimitContract:
                         # is sent, so `held` is never more than the store's processing rows.
                         held.update(row.id for row in rows)
                         most = max(most, len(held))
-                        await asyncio.sleep(0.02 if rows else 0.005)
+                        if not rows:
+                            await asyncio.sleep(0.005)
+                            continue
+                        if len(held) >= RACE_LIMIT:
+                            full.set()
+                        # Hold the rows until the group is full (or a moment passed), so that a store that
+                        # hands out more slots than it has gets the chance to, even on a slow machine.
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(full.wait(), HOLD_SECONDS)
+                        await asyncio.sleep(0.01)
                         for row in rows:
                             held.discard(row.id)
+                            full.clear()
                             assert await complete_one(instance, job_id=row.id, worker_id=worker_id, result=None)
                             done.append(row.id)
 
