@@ -156,6 +156,12 @@ def add_fleet_jobs(app: Soniq, *, limited: bool) -> None:
             await asyncio.sleep(seconds)
             return interval(started)
 
+        @app.job(name="ct.one_per_customer", max_retries=0, max_concurrent=1, limit_key="customer")
+        async def one_per_customer(customer: str, seconds: float) -> dict[str, Any]:
+            started = time.time()
+            await asyncio.sleep(seconds)
+            return {**interval(started), "customer": customer}
+
         @app.job(name="ct.rated", max_retries=0, rate_limit=(RATED_PER_SECOND, 1.0))
         async def rated(n: int) -> dict[str, Any]:
             return interval(time.time())

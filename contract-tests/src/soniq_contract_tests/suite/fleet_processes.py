@@ -75,24 +75,49 @@ class FleetProcessContract:
 
     @worker_process
     def test_max_concurrent_holds_across_worker_processes_under_load(self, scenario: Scenario) -> None:
-        jobs = 30
-        ids = scenario.run(lambda app: app.enqueue_many("ct.limited", [{"seconds": 0.2}] * jobs), limited=True)
-        assert len(ids) == jobs
+        jobs, keyed = 30, 12
+
+        async def enqueue(app: Soniq) -> None:
+            await app.enqueue_many("ct.limited", [{"seconds": 0.2}] * jobs)
+            # One at a time per customer (a partitioned limit): two customers may run side by side.
+            await app.enqueue_many(
+                "ct.one_per_customer", [{"customer": f"c{n % 2}", "seconds": 0.2} for n in range(keyed)]
+            )
+
+        scenario.run(enqueue, limited=True)
         workers = start_workers(scenario, 3, CONCURRENCY=4, **LIMITED)
         began = time.monotonic()
-        rows = scenario.run(lambda app: rows_when_all_finished(app, jobs, timeout=90), limited=True)
+        rows = scenario.run(lambda app: rows_when_all_finished(app, jobs + keyed, timeout=90), limited=True)
         took = time.monotonic() - began
         stop_workers(workers)
-        intervals = [(row["result"]["start"], row["result"]["end"]) for row in rows.values()]
+        limited = [row for row in rows.values() if row["job_name"] == "ct.limited"]
+        intervals = [(row["result"]["start"], row["result"]["end"]) for row in limited]
         peak = max_overlap(intervals)
-        pids = {row["result"]["pid"] for row in rows.values()}
+        pids = {row["result"]["pid"] for row in limited}
+        per_customer = {
+            customer: max_overlap(
+                (row["result"]["start"], row["result"]["end"])
+                for row in rows.values()
+                if row["job_name"] == "ct.one_per_customer" and row["args"]["customer"] == customer
+            )
+            for customer in ("c0", "c1")
+        }
+        both = max_overlap(
+            (row["result"]["start"], row["result"]["end"])
+            for row in rows.values()
+            if row["job_name"] == "ct.one_per_customer"
+        )
         print(
             f"\nFLEET limits: max_concurrent={LIMITED_MAX_CONCURRENT}, {jobs} jobs of 0.2s on 3 workers x 4: "
-            f"peak {peak} running at once, {took:.2f}s, run by {len(pids)} process(es)"
+            f"peak {peak} running at once, {took:.2f}s, run by {len(pids)} process(es); one per customer: "
+            f"peaks {per_customer}, {both} across both customers"
         )
         assert peak <= LIMITED_MAX_CONCURRENT, f"{peak} ran at once, limit {LIMITED_MAX_CONCURRENT}: {intervals}"
-        # The limit was used, not undercut: two ran together at some point, and 30 x 0.2 s took about 3 s.
+        # The limit was used, not undercut: two ran together at some point.
         assert peak == LIMITED_MAX_CONCURRENT
+        assert per_customer == {"c0": 1, "c1": 1}
+        assert both == 2, "each customer is its own group: the two should have run side by side"
+        assert {row["limit_key"] for row in rows.values() if row["job_name"] == "ct.one_per_customer"} == {"c0", "c1"}
         assert all(row["attempts"] == 0 for row in rows.values())
         assert not tracebacks(workers)
 
