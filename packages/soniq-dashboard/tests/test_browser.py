@@ -115,16 +115,22 @@ async def test_the_queues_table_shows_each_queues_declared_limit(
     processes.append(d)
     await producer.enqueue("dash_jobs.quick", n=1)
     browser.get(d.base + "/")
-    limit = in_browser(
-        browser, lambda b: b.find_element(By.CSS_SELECTOR, '[data-limit="emails"]').text, what="emails' limit"
-    )
-    assert limit == "at most 3 running, 10/5s starts"  # shown before the queue has a job
-    default = browser.find_element(By.CSS_SELECTOR, '[data-limit="default"]').text
+
+    def shown(b: Any) -> tuple[str, str, str] | None:
+        """The two queues' limit cells and the job limits section, read in one go (live updates replace them)."""
+        cells = {c.get_attribute("data-limit"): c.text for c in b.find_elements(By.CSS_SELECTOR, "[data-limit]")}
+        if "emails" not in cells or "default" not in cells:
+            return None
+        return (
+            cells["emails"],
+            cells["default"],
+            b.find_element(By.CSS_SELECTOR, "section[aria-labelledby=limits-h]").text,
+        )
+
+    emails, default, job_limits = in_browser(browser, shown, what="the queues' limits")
+    assert emails == "at most 3 running, 10/5s starts"  # shown before the queue has a job
     assert default == "none"
-    assert (
-        "No job of this app declares a limit"
-        in browser.find_element(By.ID, "limits-h").find_element(By.XPATH, "..").text
-    )
+    assert "No job of this app declares a limit" in job_limits
 
 
 async def test_replaying_a_dead_letter_from_the_page_makes_the_job_run(
