@@ -8,7 +8,12 @@ decides: bad declarations fail at decoration or construction with nothing regist
 
 from __future__ import annotations
 
+import asyncio
+import json
 import math
+import os
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +23,7 @@ import pytest_asyncio
 
 from soniq import GroupLimit, InvalidLimitError, JobOptionsError, LimitScope, Settings, SettingsError, Soniq
 from soniq.limits import format_rate, parse_rate_limit
+from soniq.params import ClaimJobsParams
 
 
 @pytest_asyncio.fixture(params=["memory", "sqlite"])
@@ -254,3 +260,107 @@ def test_limit_key_may_name_any_argument_of_a_job_taking_kwargs_or_a_model_field
 
     limits: Callable[[], tuple[GroupLimit, ...]] = app.group_limits
     assert [limit.name for limit in limits()] == ["free", "modelled"]
+
+
+# -- a worker under the declared limits, and soniq inspect -----------------------------------
+
+
+async def _run_until_done(app: Soniq, total: int, *, concurrency: int) -> None:
+    for _ in range(20):
+        await app.run_worker(concurrency=concurrency, run_once=True, install_signal_handlers=False)
+        if (await app.get_queue_stats())["done"] == total:
+            return
+    raise AssertionError(f"not all {total} jobs ran: {await app.get_queue_stats()}")
+
+
+@pytest.mark.asyncio
+async def test_a_worker_runs_at_most_max_concurrent_per_key_and_keys_side_by_side(app: Soniq) -> None:
+    running: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    overall = {"now": 0, "peak": 0}
+
+    @app.job(name="sync", max_concurrent=1, limit_key="customer")
+    async def sync(customer: str) -> None:
+        running[customer] = running.get(customer, 0) + 1
+        overall["now"] += 1
+        peak[customer] = max(peak.get(customer, 0), running[customer])
+        overall["peak"] = max(overall["peak"], overall["now"])
+        await asyncio.sleep(0.05)
+        running[customer] -= 1
+        overall["now"] -= 1
+
+    await app.enqueue_many(sync, [{"customer": c} for c in "ab" * 4])
+    await _run_until_done(app, 8, concurrency=4)
+    assert peak == {"a": 1, "b": 1}
+    assert overall["peak"] == 2  # the two customers did run at the same time
+
+
+@pytest.mark.asyncio
+async def test_a_queue_limit_holds_across_the_jobs_of_the_queue(tmp_path: Path) -> None:
+    app = Soniq("memory://", observers="", queue_limits={"slow": {"max_concurrent": 2}})
+    overall = {"now": 0, "peak": 0}
+
+    async def body() -> None:
+        overall["now"] += 1
+        overall["peak"] = max(overall["peak"], overall["now"])
+        await asyncio.sleep(0.05)
+        overall["now"] -= 1
+
+    @app.job(name="one", queue="slow")
+    async def one() -> None:
+        await body()
+
+    @app.job(name="two", queue="slow")
+    async def two() -> None:
+        await body()
+
+    try:
+        await app.enqueue_many(one, [{}] * 3)
+        await app.enqueue_many(two, [{}] * 3)
+        await _run_until_done(app, 6, concurrency=6)
+        assert overall["peak"] == 2
+    finally:
+        await app.close()
+
+
+def test_soniq_inspect_lists_the_limits_and_what_runs_in_each_group(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'inspect.db'}"
+    (tmp_path / "limited_jobs.py").write_text(
+        "from soniq import Soniq\n"
+        f"app = Soniq({url!r})\n"
+        "@app.job(name='sync_customer', max_concurrent=1, limit_key='customer_id')\n"
+        "async def sync_customer(customer_id: int) -> None: ...\n"
+    )
+
+    async def prepare() -> None:
+        app = Soniq(url, observers="")
+
+        @app.job(name="sync_customer", max_concurrent=1, limit_key="customer_id")
+        async def sync_customer(customer_id: int) -> None: ...
+
+        try:
+            await app.enqueue_many(sync_customer, [{"customer_id": 1}, {"customer_id": 2}, {"customer_id": 1}])
+            backend = await app.connected_backend()
+            claimed = await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w1", queues=None, limit=10, mark_started=False, limits=app.group_limits())
+            )
+            assert sorted(row.limit_key or "" for row in claimed) == ["1", "2"]
+        finally:
+            await app.close()
+
+    asyncio.run(prepare())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SONIQ_")}
+    env.update(SONIQ_OBSERVERS="", SONIQ_QUEUE_LIMITS='{"emails": {"rate_limit": "10/5s"}}')
+    command = [sys.executable, "-m", "soniq", "inspect", "--jobs-modules", "limited_jobs"]
+    shown = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert shown.returncode == 0, shown.stderr
+    limits = json.loads(shown.stdout)["limits"]
+    assert [(entry["scope"], entry["name"], entry["processing"]) for entry in limits] == [
+        ("queue", "emails", 0),
+        ("job", "sync_customer", 2),
+    ]
+    assert limits[0]["rate_limit"] == "10/5s"
+    assert limits[1]["processing_by_key"] == [{"limit_key": "1", "processing": 1}, {"limit_key": "2", "processing": 1}]
+    text = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env)
+    assert "job sync_customer: at most 1 running, per limit_key; 2 running now" in text.stdout
+    assert "queue emails: 10/5s starts; 0 running now" in text.stdout
