@@ -177,3 +177,30 @@ async def _until(condition: Callable[[], bool], *, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"not true within {timeout}s")
         await asyncio.sleep(0.01)
+
+
+async def test_with_push_wait_for_wakes_when_another_app_completes_the_job(postgres_url: str) -> None:
+    """PostgreSQL pushes the end of a watched job: the waiter wakes well before its 5 s safety re-read."""
+    import uuid
+
+    options = {"namespace": f"t_{uuid.uuid4().hex[:12]}"}
+    producer = Soniq(postgres_url, backend_options=options, observers="", poll_interval=0.05)
+    worker = Soniq(postgres_url, backend_options=options, observers="", poll_interval=0.05)
+    register(producer)
+    register(worker)
+    try:
+        await producer.setup()
+        assert producer.backend.capabilities.push_job_changes
+        job_id = await producer.enqueue("double", n=5)
+        waiting = asyncio.create_task(producer.wait_for(job_id, timeout=20))
+        await asyncio.sleep(0.3)  # the waiter is watching and listening
+        assert not waiting.done()
+        await worker.run_worker(run_once=True, install_signal_handlers=False)
+        finished = time.monotonic()
+        assert await waiting == 10
+        assert time.monotonic() - finished < 2.0
+    finally:
+        backend: Any = await producer.connected_backend()
+        await backend.drop_schema()
+        await producer.close()
+        await worker.close()
