@@ -71,6 +71,13 @@ PROCESS_SCENARIOS = {
     "test_prefetched_rows_are_released_untouched_and_running_rows_nacked",
     "test_sigkilled_worker_under_dead_letter_policy_sends_its_running_row_to_review",
     "test_rolling_deploy_loses_nothing_and_old_workers_never_claim_new_names",
+    # issue 19: the fleet scenarios (limits, cancelling, wait_for, a dependency graph)
+    "test_max_concurrent_holds_across_worker_processes_under_load",
+    "test_rate_limit_holds_per_window_across_worker_processes",
+    "test_a_running_async_job_cancelled_from_another_process_ends_cancelled_within_a_second",
+    "test_a_sync_job_polling_cancel_requested_ends_cancelled",
+    "test_wait_for_returns_results_and_raises_failures_across_processes",
+    "test_a_graph_of_1000_jobs_completes_in_order_across_worker_processes",
 }
 TRANSACTIONAL = {
     "test_transactional_enqueue_is_invisible_until_the_caller_commits",

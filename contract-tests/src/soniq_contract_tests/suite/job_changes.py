@@ -22,6 +22,7 @@ from soniq.params import (
     CompleteJobsParams,
     DeadLetterJobParams,
     DeleteJobParams,
+    EnqueueJobsParams,
     FinishCancelParams,
     JobResult,
     RequestCancelParams,
@@ -34,6 +35,7 @@ from soniq_contract_tests.harness import (
     ContractHarness,
     enqueue,
     enqueue_and_claim,
+    new_job,
 )
 
 LONG_TIMEOUT = 10.0
@@ -201,6 +203,28 @@ class JobChangesContract:
                     await finish(writer, by_id[job_id])
 
                 await assert_woken(backend, ids, ids, act, f"{finisher} of a watched job")
+
+    async def test_a_watched_dependent_cancelled_by_its_dependency_wakes_the_waiter(
+        self, contract: ContractHarness
+    ) -> None:
+        """The cascade is a finishing write too: `wait_for` on a dependent must not wait out its poll."""
+        async with contract.backend() as backend:
+            deps = [new_job() for _ in range(ROWS)]
+            dependents = [new_job(depends_on=(dep.id,)) for dep in deps]
+            await backend.enqueue_jobs(EnqueueJobsParams(jobs=[*deps, *dependents]))
+            ids = [job.id for job in dependents]
+            await backend.watch_jobs(WatchJobsParams(job_ids=ids))
+            dep_of = {dependent.id: dep.id for dep, dependent in zip(deps, dependents, strict=True)}
+            async with writer_for(contract, backend) as writer:
+
+                async def act(job_id: str) -> None:
+                    assert await writer.cancel_job(CancelJobParams(job_id=dep_of[job_id]))
+
+                if not backend.capabilities.push_job_changes:
+                    await act(ids[0])
+                    await assert_returns_by_its_timeout(backend, ids)
+                    return
+                await assert_woken(backend, ids, ids, act, "the cancel of a watched job's dependency")
 
     async def test_a_cancel_request_wakes_the_waiter_without_a_watch(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:

@@ -77,7 +77,6 @@ from soniq.records import (
     DeadLetterReason,
     DeadLetterRecord,
     DeadLetterStats,
-    DependencyPolicy,
     JobPage,
     JobRecord,
     JobStatus,
@@ -94,8 +93,9 @@ from soniq.records import (
     WorkerStatus,
 )
 from soniq_memory import cancel, changes, dependencies, reads, schedules
+from soniq_memory.claim import claim_rows
 from soniq_memory.dependencies import Finish
-from soniq_memory.limits import LimitGate
+from soniq_memory.enqueue import insert_jobs, queued_row
 from soniq_memory.recovery import apply_rescue, find_stale
 from soniq_memory.store import MemoryStore, export, json_copy, named_stores
 
@@ -106,52 +106,6 @@ _CAPABILITIES = BackendCapabilities(
     push_job_changes=True,
 )
 _URL_OPTIONS = ("namespace",)
-
-
-def queued_row(
-    *,
-    id: str,
-    job_name: str,
-    args: Mapping[str, Any],
-    queue: str,
-    priority: int,
-    scheduled_at: datetime,
-    max_attempts: int,
-    now: datetime,
-    trace_context: Mapping[str, str] | None = None,
-    dedup_key: str | None = None,
-    producer_id: str | None = None,
-    attempts: int = 0,
-    depends_on: Sequence[str] = (),
-    dependency_policy: DependencyPolicy = DependencyPolicy.CANCEL,
-    limit_key: str | None = None,
-    waiting_on: int = 0,
-) -> JobRecord:
-    """A fresh `queued` row that has never run (what enqueue and replay insert)."""
-    return JobRecord(
-        id=id,
-        job_name=job_name,
-        args=json_copy(dict(args), what="job args"),
-        status=JobStatus.QUEUED,
-        attempts=attempts,
-        max_attempts=max_attempts,
-        queue=queue,
-        priority=priority,
-        scheduled_at=scheduled_at,
-        last_error=None,
-        worker_id=None,
-        result=None,
-        created_at=now,
-        updated_at=now,
-        started_at=None,
-        trace_context=dict(trace_context) if trace_context is not None else None,
-        dedup_key=dedup_key,
-        producer_id=producer_id,
-        depends_on=tuple(depends_on),
-        dependency_policy=DependencyPolicy(dependency_policy),
-        limit_key=limit_key,
-        waiting_on=waiting_on,
-    )
 
 
 def dead_letter_matches(wanted: DeadLetterFilter, row: DeadLetterRecord) -> bool:
@@ -292,53 +246,8 @@ class MemoryBackend:
             return self._insert_jobs(params.jobs)
 
     def _insert_jobs(self, jobs: Sequence[NewJob]) -> list[str]:
-        """Insert every job as `queued`, all or none (the caller holds the lock); returns the stored
-        ids, a job whose `dedup_key` a queued row holds getting that row's id."""
-        store = self._store
-        now = store.now()
-        seen: set[str] = set()
-        aliases: dict[str, str] = {}
-        for job in jobs:
-            if job.id in seen or job.id in store.jobs:
-                raise ValueError(f"a job with id {job.id!r} already exists")
-            seen.add(job.id)
-            holder = store.dedup_holder(job.dedup_key) if job.dedup_key is not None else None
-            if holder is not None:
-                aliases[job.id] = holder.id
-        # Plan every row before writing any, so a bad job leaves the store untouched.
-        plans = dependencies.plan_inserts(store, jobs, aliases)
-        rows: list[tuple[JobRecord, tuple[str, ...]]] = []
-        for job, plan in zip(jobs, plans, strict=True):
-            if job.id in aliases:
-                continue
-            row = queued_row(
-                id=job.id,
-                job_name=job.job_name,
-                args=job.args,
-                queue=job.queue,
-                priority=job.priority,
-                scheduled_at=job.scheduled_at,
-                max_attempts=job.max_attempts,
-                now=now,
-                trace_context=job.trace_context,
-                dedup_key=job.dedup_key,
-                producer_id=job.producer_id,
-                depends_on=job.depends_on,
-                dependency_policy=job.dependency_policy,
-                limit_key=job.limit_key,
-                waiting_on=plan.waiting_on,
-            )
-            if plan.cancelled_by is not None:
-                row = replace(row, status=JobStatus.CANCELLED, last_error=plan.cancelled_by, dedup_key=None)
-            rows.append((row, plan.pending))
-        for row, pending in rows:
-            store.put_job(row)
-            dependencies.record_edges(store, row.id, pending)
-            if row.dedup_key is not None:
-                store.dedup_holders[row.dedup_key] = row.id
-        for queue in {row.queue for row, _ in rows if row.status is JobStatus.QUEUED and row.waiting_on == 0}:
-            store.wake(queue)
-        return [aliases.get(job.id, job.id) for job in jobs]
+        """Insert every job (the caller holds the lock); see `soniq_memory.enqueue.insert_jobs`."""
+        return insert_jobs(self._store, jobs)
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         with self._store.lock:
@@ -369,43 +278,8 @@ class MemoryBackend:
     # -- the claim path --------------------------------------------------------
 
     async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
-        worker_id, queues, limit, mark_started = params.worker_id, params.queues, params.limit, params.mark_started
-        store = self._store
-        with store.lock:
-            if limit <= 0:
-                return []
-            now = store.now()
-            wanted = set(queues) if queues is not None else None
-            names = set(params.job_names) if params.job_names is not None else None
-            due = [
-                row
-                for row in store.jobs.values()
-                if row.status is JobStatus.QUEUED
-                and row.waiting_on <= 0
-                and row.scheduled_at <= now
-                and (wanted is None or row.queue in wanted)
-                and (names is None or row.job_name in names)
-            ]
-            due.sort(key=lambda row: (row.priority, row.scheduled_at, row.created_at, row.id))
-            gate = LimitGate(store, params.limits, now) if params.limits else None
-            claimed: list[JobRecord] = []
-            for row in due if gate is not None else due[:limit]:
-                if gate is not None:
-                    if len(claimed) >= limit:
-                        break
-                    if not gate.admit(row):
-                        continue
-                updated = replace(
-                    row,
-                    status=JobStatus.PROCESSING,
-                    worker_id=worker_id,
-                    updated_at=now,
-                    started_at=now if mark_started else None,
-                    dedup_key=None,
-                )
-                store.put_job(updated)
-                claimed.append(store.export_job(updated))
-            return claimed
+        with self._store.lock:
+            return claim_rows(self._store, params)
 
     def _owned(self, job_id: str, worker_id: str) -> JobRecord | None:
         """The row when `worker_id` still owns it (the fence of every write about a claimed row)."""

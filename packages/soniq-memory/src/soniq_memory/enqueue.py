@@ -1,0 +1,111 @@
+"""Enqueue in the memory store: dedup, dependencies and the insert, all or none, under the caller's lock.
+
+Every row is planned before any is written, so a bad job (an id that exists, args that are not
+JSON, an unknown dependency) leaves the store untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+from soniq.records import DependencyPolicy, JobRecord, JobStatus, NewJob
+from soniq_memory import dependencies
+from soniq_memory.store import MemoryStore, json_copy
+
+
+def queued_row(
+    *,
+    id: str,
+    job_name: str,
+    args: Mapping[str, Any],
+    queue: str,
+    priority: int,
+    scheduled_at: datetime,
+    max_attempts: int,
+    now: datetime,
+    trace_context: Mapping[str, str] | None = None,
+    dedup_key: str | None = None,
+    producer_id: str | None = None,
+    attempts: int = 0,
+    depends_on: Sequence[str] = (),
+    dependency_policy: DependencyPolicy = DependencyPolicy.CANCEL,
+    limit_key: str | None = None,
+    waiting_on: int = 0,
+) -> JobRecord:
+    """A fresh `queued` row that has never run (what enqueue and replay insert)."""
+    return JobRecord(
+        id=id,
+        job_name=job_name,
+        args=json_copy(dict(args), what="job args"),
+        status=JobStatus.QUEUED,
+        attempts=attempts,
+        max_attempts=max_attempts,
+        queue=queue,
+        priority=priority,
+        scheduled_at=scheduled_at,
+        last_error=None,
+        worker_id=None,
+        result=None,
+        created_at=now,
+        updated_at=now,
+        started_at=None,
+        trace_context=dict(trace_context) if trace_context is not None else None,
+        dedup_key=dedup_key,
+        producer_id=producer_id,
+        depends_on=tuple(depends_on),
+        dependency_policy=DependencyPolicy(dependency_policy),
+        limit_key=limit_key,
+        waiting_on=waiting_on,
+    )
+
+
+def insert_jobs(store: MemoryStore, jobs: Sequence[NewJob]) -> list[str]:
+    """Insert every job, all or none; returns the stored ids, a job whose `dedup_key` a queued row
+    holds getting that row's id. Rows waiting on a dependency are stored with their edges."""
+    now = store.now()
+    seen: set[str] = set()
+    aliases: dict[str, str] = {}
+    for job in jobs:
+        if job.id in seen or job.id in store.jobs:
+            raise ValueError(f"a job with id {job.id!r} already exists")
+        seen.add(job.id)
+        holder = store.dedup_holder(job.dedup_key) if job.dedup_key is not None else None
+        if holder is not None:
+            aliases[job.id] = holder.id
+    # Plan every row before writing any, so a bad job leaves the store untouched.
+    plans = dependencies.plan_inserts(store, jobs, aliases)
+    rows: list[tuple[JobRecord, tuple[str, ...]]] = []
+    for job, plan in zip(jobs, plans, strict=True):
+        if job.id in aliases:
+            continue
+        row = queued_row(
+            id=job.id,
+            job_name=job.job_name,
+            args=job.args,
+            queue=job.queue,
+            priority=job.priority,
+            scheduled_at=job.scheduled_at,
+            max_attempts=job.max_attempts,
+            now=now,
+            trace_context=job.trace_context,
+            dedup_key=job.dedup_key,
+            producer_id=job.producer_id,
+            depends_on=job.depends_on,
+            dependency_policy=job.dependency_policy,
+            limit_key=job.limit_key,
+            waiting_on=plan.waiting_on,
+        )
+        if plan.cancelled_by is not None:
+            row = replace(row, status=JobStatus.CANCELLED, last_error=plan.cancelled_by, dedup_key=None)
+        rows.append((row, plan.pending))
+    for row, pending in rows:
+        store.put_job(row)
+        dependencies.record_edges(store, row.id, pending)
+        if row.dedup_key is not None:
+            store.dedup_holders[row.dedup_key] = row.id
+    for queue in {row.queue for row, _ in rows if row.status is JobStatus.QUEUED and row.waiting_on == 0}:
+        store.wake(queue)
+    return [aliases.get(job.id, job.id) for job in jobs]
