@@ -80,6 +80,12 @@ async def read_outcome(backend: Backend, job_id: str, *, seen_before: bool) -> F
     return Finished(error=lambda: JobNotFoundError(job_id, message))
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """A wait call given up on: whatever it ended with no longer matters (and must not be logged at exit)."""
+    if not task.cancelled():
+        task.exception()
+
+
 def check_timeout(timeout: object) -> float | None:
     if timeout is None:
         return None
@@ -97,6 +103,9 @@ class JobWaiter:
         self._fresh: set[str] = set()
         self._changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        # However many wait_for calls start at once, at most READ_BATCH first reads are in flight,
+        # so a burst of waiters never asks the backend for more connections than its pool holds.
+        self._first_reads = asyncio.Semaphore(READ_BATCH)
 
     @property
     def waited_ids(self) -> frozenset[str]:
@@ -108,7 +117,8 @@ class JobWaiter:
 
     async def wait(self, job_id: str, timeout: float | None) -> Any:
         backend = await self._app.connected_backend()
-        finished = await read_outcome(backend, job_id, seen_before=False)
+        async with self._first_reads:
+            finished = await read_outcome(backend, job_id, seen_before=False)
         if finished is not None:
             if finished.error is not None:
                 raise finished.error()
@@ -180,6 +190,7 @@ class JobWaiter:
                         )
                         if previous is not None:
                             previous.cancel()  # after the new call started: no moment listens for nobody
+                            previous.add_done_callback(_retrieve)
                         await asyncio.sleep(0)  # let the new call subscribe before the read below
                     if fresh:
                         # Read after watching and subscribing: a job that finished before that is seen here,
@@ -213,6 +224,7 @@ class JobWaiter:
         finally:
             if changes is not None:
                 changes.cancel()
+                changes.add_done_callback(_retrieve)
 
     def _fail_all(self, exc: Exception) -> None:
         for job_id in list(self._futures):
