@@ -22,6 +22,7 @@ from soniq.params import (
     GroupLimit,
     JobResult,
     LimitScope,
+    ListJobsParams,
     RequestCancelParams,
     WaitForJobChangesParams,
     WatchJobsParams,
@@ -174,3 +175,23 @@ async def test_watching_an_unknown_id_creates_no_row(backend: RedisBackend) -> N
     await backend.watch_jobs(WatchJobsParams(job_ids=["missing"]))
     client = await _raw(backend)
     assert await client.exists(backend.keys.job("missing")) == 0
+
+
+async def test_rows_claimed_without_limits_after_a_job_limit_was_registered_count(
+    backend: RedisBackend, make_job: Any
+) -> None:
+    limit = GroupLimit(LimitScope.JOB, "tests.job", max_concurrent=2)
+    # The first limited claim registers the name (rebuilding its set from the processing rows).
+    assert await _claim(backend, limits=[limit]) == []
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[make_job() for _ in range(4)]))
+    # From then on every claim, limited or not, adds the name's rows to its set.
+    assert len(await _claim(backend, worker="plain", limit=2)) == 2
+    client = await _raw(backend)
+    assert await client.scard(backend.keys.key("pj:tests.job")) == 2
+
+    assert await _claim(backend, limits=[limit]) == []
+    done, running = await backend.list_jobs(ListJobsParams(status=JobStatus.PROCESSING))
+    await _complete(backend, done, worker="plain")
+    [taken] = await _claim(backend, limits=[limit])
+    # The finished row left the set when the limited claim read it; the new one joined.
+    assert await client.smembers(backend.keys.key("pj:tests.job")) == {running.id, taken.id}

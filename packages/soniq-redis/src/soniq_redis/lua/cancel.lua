@@ -2,7 +2,8 @@
 -- its dependents follow in the same script (protocol 4).
 local target, id = ARGV[2], ARGV[3]
 check_status(target)
-local f = redis.call('HMGET', job_key(id), 'status', 'queue', 'created_at', 'watched', 'dedup_key')
+local f = redis.call('HMGET', job_key(id), 'status', 'queue', 'created_at', 'watched', 'dedup_key',
+  'dependents')
 if f[1] ~= 'queued' then return 0 end
 cancel_queued(id, f, now_us())
 return 1

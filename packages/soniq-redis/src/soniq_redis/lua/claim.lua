@@ -24,6 +24,7 @@ local now = now_us()
 local stamp = int(now)
 
 promote_due(queues, now)
+local tracked = false
 
 -- Members of rows of other names stay in the ready set; `skipped[i]` counts
 -- those in front of queue i's head, so the head is read past them.
@@ -61,6 +62,7 @@ while #claimed < limit do
   local member = heads[best]
   redis.call('ZREM', ready_key(queues[best]), member)
   heads[best] = head(best)
-  claimed[#claimed + 1] = take(string.sub(member, MEMBER_ID_OFFSET), target, worker, stamp, mark)
+  if tracked == false then tracked = tracked_names(now) end
+  claimed[#claimed + 1] = take(string.sub(member, MEMBER_ID_OFFSET), target, worker, stamp, mark, tracked)
 end
 return claimed

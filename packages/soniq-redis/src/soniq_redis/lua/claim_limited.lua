@@ -7,10 +7,13 @@
 -- ('queue' | 'job'), name, max_concurrent ('' = none), rate_limit ('' = none),
 -- rate period (microseconds), partitioned ('1'/'0'); then every-queue ('1'/'0'), queue names...
 --
--- Concurrency is counted from the real rows, whoever claimed them, on the existing
--- indexes: a whole queue's group is the size of `qs:processing:<queue>`; a job name's
--- group, or a partitioned queue's, is counted by reading each row of `st:processing`
--- (or `qs:processing:<queue>`) once per call, and only when a candidate needs it.
+-- Concurrency is counted from the real rows, whoever claimed them: a whole queue's group
+-- is the size of `qs:processing:<queue>`; a partitioned queue's is counted by reading each
+-- row of that index once per call. A job name's group reads `pj:<name>`, the ids of its
+-- rows claimed (by any claim) since the name was registered in `limited_jobs` (see
+-- tracked_names in common.lua): registering anew rebuilds it from `st:processing`, and
+-- each read drops the ids no longer processing, so no other script has to remove them.
+-- Every count is read once per call, and only when a candidate needs it.
 -- Rate: `lrate:<group>:<period>:<window>` counts the claims of one fixed window of the
 -- server's clock (TIME), aligned to the epoch, and expires after it. Work is bounded:
 -- at most STEP_BUDGET ready-set members are looked at per call.
@@ -40,7 +43,7 @@ for j = 1, tonumber(ARGV[lpos]) do
   if limits[j].by_queue then
     limits[j].source = P .. 'qs:processing:' .. limits[j].name
   else
-    limits[j].source = P .. 'st:processing'
+    limits[j].source = P .. 'pj:' .. limits[j].name
   end
 end
 local qpos = lpos + 1 + #limits * 6
@@ -56,6 +59,25 @@ local stamp = int(now)
 
 promote_due(queues, now)
 
+-- Register (or keep registered) every job name under a max_concurrent, rebuilding its
+-- `pj:<name>` set from the processing rows when the registration is new or lapsed.
+local TRACK_US = 600 * 1000000
+for _, lim in ipairs(limits) do
+  if lim.max and not lim.by_queue then
+    local registered = tonumber(redis.call('HGET', P .. 'limited_jobs', lim.name) or '0')
+    if registered <= now then
+      redis.call('DEL', lim.source)
+      for _, id in ipairs(redis.call('ZRANGE', P .. 'st:processing', 0, -1)) do
+        local f = redis.call('HMGET', job_key(id), 'status', 'job_name')
+        if f[1] == 'processing' and f[2] == lim.name then redis.call('SADD', lim.source, id) end
+      end
+    end
+    redis.call('HSET', P .. 'limited_jobs', lim.name, int(now + TRACK_US))
+    redis.call('PEXPIRE', lim.source, int(2 * TRACK_US / 1000))
+  end
+end
+local tracked = tracked_names(now)
+
 -- A group's text: scope, the name's length and the name (so names may hold any byte),
 -- then, for a partitioned limit, '=' and the row's limit_key or '-' for none.
 local function group_of(lim, limit_key)
@@ -68,12 +90,16 @@ end
 -- Processing rows per (limit, group), from one read of each index a limit needs.
 local counted = {}
 local scanned = {}
-local function count_rows(source)
+local function count_rows(source, by_queue)
   if scanned[source] then return end
   scanned[source] = true
-  for _, id in ipairs(redis.call('ZRANGE', source, 0, -1)) do
+  local ids
+  if by_queue then ids = redis.call('ZRANGE', source, 0, -1) else ids = redis.call('SMEMBERS', source) end
+  for _, id in ipairs(ids) do
     local f = redis.call('HMGET', job_key(id), 'status', 'queue', 'job_name', 'limit_key')
-    if f[1] == 'processing' then
+    if f[1] ~= 'processing' and not by_queue then
+      redis.call('SREM', source, id)
+    elseif f[1] == 'processing' then
       for j, lim in ipairs(limits) do
         local value = f[3]
         if lim.by_queue then value = f[2] end
@@ -98,7 +124,7 @@ local function state_of(j, lim, gid)
     if lim.by_queue and not lim.partitioned then
       s.running = redis.call('ZCARD', lim.source)
     else
-      count_rows(lim.source)
+      count_rows(lim.source, lim.by_queue)
       s.running = counted[sk] or 0
     end
   end
@@ -177,7 +203,7 @@ while #claimed < limit do
         s.started = s.started + 1
       end
     end
-    claimed[#claimed + 1] = take(string.sub(member, MEMBER_ID_OFFSET), target, worker, stamp, mark)
+    claimed[#claimed + 1] = take(string.sub(member, MEMBER_ID_OFFSET), target, worker, stamp, mark, tracked)
     heads[best] = head(best)
   elseif full.by_queue and not full.partitioned then
     -- The whole queue is one full group: nothing behind this row can be taken either.

@@ -133,30 +133,27 @@ local function changed(id, watched)
 end
 
 -- `dependents:<id>` holds the ids of rows that wait for row `id` (an edge per pending
--- dependency, written by enqueue.lua). Called by every script that finishes a row, in
+-- dependency, written by enqueue.lua, which also sets the row's field `dependents` = '1',
+-- passed here as `flag`). Called by every script that finishes a row, in
 -- the same script: `how` nil means `id` is done (resolved); 'cancelled', 'dead-lettered'
 -- or 'deleted' means it failed. A waiting dependent (queued, waiting_on > 0) counts one
 -- down on resolved, or on failed under policy run, and at 0 is scheduled as an enqueue
 -- would and its queue woken; under policy cancel it becomes cancelled, which fails its
--- own dependents in turn (iteratively, so no depth limit). One SMEMBERS when the row
--- has no dependents; edges of rows that left meanwhile are skipped by the status check.
-local function settle(id, how, now)
-  local first = redis.call('SMEMBERS', P .. 'dependents:' .. id)
-  if #first == 0 then return end
-  redis.call('DEL', P .. 'dependents:' .. id)
-  local work = {{id, how, first}}
+-- own dependents in turn (iteratively, so no depth limit). Free for a row without
+-- dependents (its flag was read with its other fields); edges of rows that left
+-- meanwhile are skipped by the status check.
+local function settle(id, how, now, flag)
+  if flag ~= '1' then return end
+  local work = {{id, how}}
   local woken = {}
   while #work > 0 do
     local item = table.remove(work)
-    local children = item[3]
-    if not children then
-      children = redis.call('SMEMBERS', P .. 'dependents:' .. item[1])
-      if #children > 0 then redis.call('DEL', P .. 'dependents:' .. item[1]) end
-    end
+    local children = redis.call('SMEMBERS', P .. 'dependents:' .. item[1])
+    if #children > 0 then redis.call('DEL', P .. 'dependents:' .. item[1]) end
     for _, child in ipairs(children) do
       local ck = job_key(child)
       local f = redis.call('HMGET', ck, 'status', 'waiting_on', 'dependency_policy', 'queue',
-        'created_at', 'priority', 'scheduled_at', 'watched', 'dedup_key')
+        'created_at', 'priority', 'scheduled_at', 'watched', 'dedup_key', 'dependents')
       if f[1] == 'queued' and tonumber(f[2] or '0') > 0 then
         if item[2] == nil or f[3] == 'run' then
           if redis.call('HINCRBY', ck, 'waiting_on', -1) <= 0 then
@@ -169,7 +166,7 @@ local function settle(id, how, now)
             'last_error', 'dependency ' .. item[1] .. ' was ' .. item[2])
           release_dedup(child, f[9])
           changed(child, f[8])
-          work[#work + 1] = {child, 'cancelled', nil}
+          if f[10] == '1' then work[#work + 1] = {child, 'cancelled'} end
         end
       end
     end
@@ -178,13 +175,13 @@ local function settle(id, how, now)
 end
 
 -- A queued row (waiting or not) -> cancelled, its dependents following (cancel_job,
--- request_cancel). `f` is {status, queue, created_at, watched, dedup_key} as read.
+-- request_cancel). `f` is {status, queue, created_at, watched, dedup_key, dependents} as read.
 local function cancel_queued(id, f, now)
   unschedule(id, f[2])
   transition(id, f[2], f[3], f[1], 'cancelled')
   redis.call('HSET', job_key(id), 'updated_at', int(now))
   release_dedup(id, f[5])
-  settle(id, 'cancelled', now)
+  settle(id, 'cancelled', now, f[6])
   changed(id, f[4])
 end
 
@@ -193,7 +190,7 @@ end
 local function move_to_dead(id, error_text, reason, now)
   local k = job_key(id)
   local f = redis.call('HMGET', k, 'job_name', 'args', 'queue', 'attempts', 'max_attempts',
-    'priority', 'status', 'worker_id', 'last_error', 'watched', 'dedup_key')
+    'priority', 'status', 'worker_id', 'last_error', 'watched', 'dedup_key', 'dependents')
   if not error_text then error_text = f[9] end
   local queue = f[3]
   unschedule(id, queue)
@@ -211,7 +208,7 @@ local function move_to_dead(id, error_text, reason, now)
   if error_text then redis.call('HSET', dk, 'last_error', error_text) end
   redis.call('ZADD', P .. 'dl', int(now), id)
   redis.call('ZADD', P .. 'dlq:' .. queue, int(now), id)
-  settle(id, 'dead-lettered', now)
+  settle(id, 'dead-lettered', now, f[12])
   changed(id, f[10])
 end
 
@@ -243,10 +240,30 @@ local function before(a, b)
   return #a < #b
 end
 
+-- Job names under a job-scope max_concurrent (protocol 4): `limited_jobs` maps each to the
+-- time (microseconds) until which claims keep `pj:<name>`, the ids of its rows claimed
+-- since; claim_limited.lua registers names, rebuilds the set from the processing rows
+-- when it registers one anew, and drops ids no longer processing. Nil when none is live,
+-- which costs a claim one HGETALL of a missing key.
+local function tracked_names(now)
+  local flat = redis.call('HGETALL', P .. 'limited_jobs')
+  if #flat == 0 then return nil end
+  local names = nil
+  for i = 1, #flat, 2 do
+    if tonumber(flat[i + 1]) > now then
+      names = names or {}
+      names[flat[i]] = true
+    end
+  end
+  return names
+end
+
 -- Claim one queued row whose ready-set member was just removed; returns its HGETALL.
-local function take(id, target, worker, stamp, mark)
+-- `tracked` is what tracked_names returned.
+local function take(id, target, worker, stamp, mark, tracked)
   local k = job_key(id)
-  local f = redis.call('HMGET', k, 'status', 'queue', 'created_at', 'dedup_key')
+  local f = redis.call('HMGET', k, 'status', 'queue', 'created_at', 'dedup_key', 'job_name')
+  if tracked and tracked[f[5]] then redis.call('SADD', P .. 'pj:' .. f[5], id) end
   transition(id, f[2], f[3], f[1], target)
   -- A claim releases the row's dedup key (issue 12).
   if f[4] then

@@ -12,7 +12,7 @@ local written = {}
 for i = 4, #ARGV - 2, 3 do
   local id = ARGV[i]
   local k = job_key(id)
-  local f = redis.call('HMGET', k, 'status', 'worker_id', 'queue', 'created_at', 'watched')
+  local f = redis.call('HMGET', k, 'status', 'worker_id', 'queue', 'created_at', 'watched', 'dependents')
   if f[1] == 'processing' and f[2] == worker then
     if ARGV[i + 2] == 'delete' then
       index_remove(id, f[3], f[1])
@@ -31,7 +31,7 @@ for i = 4, #ARGV - 2, 3 do
         redis.call('ZADD', P .. 'exp', expires, id)
       end
     end
-    settle(id, nil, now)
+    settle(id, nil, now, f[6])
     changed(id, f[5])
     written[#written + 1] = id
   end

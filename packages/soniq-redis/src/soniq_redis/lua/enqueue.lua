@@ -108,7 +108,10 @@ for i = 1, count do
       transition(id, queue, stamp, nil, status)
       if ndeps > 0 then redis.call('HSET', k, 'waiting_on', int(#pending)) end
       if #pending > 0 then
-        for _, dep in ipairs(pending) do redis.call('SADD', P .. 'dependents:' .. dep, id) end
+        for _, dep in ipairs(pending) do
+          redis.call('SADD', P .. 'dependents:' .. dep, id)
+          redis.call('HSET', job_key(dep), 'dependents', '1')
+        end
       else
         schedule(id, queue, priority, scheduled_at, stamp, now)
         touched[queue] = true

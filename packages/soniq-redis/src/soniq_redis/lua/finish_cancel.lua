@@ -5,13 +5,13 @@
 local target, id, worker = ARGV[2], ARGV[3], ARGV[4]
 check_status(target)
 local k = job_key(id)
-local f = redis.call('HMGET', k, 'status', 'worker_id', 'queue', 'created_at', 'watched')
+local f = redis.call('HMGET', k, 'status', 'worker_id', 'queue', 'created_at', 'watched', 'dependents')
 if f[1] ~= 'processing' or f[2] ~= worker then return 0 end
 local now = now_us()
 transition(id, f[3], f[4], f[1], target)
 redis.call('HSET', k, 'last_error', ARGV[5], 'updated_at', int(now))
 redis.call('HDEL', k, 'worker_id')
 redis.call('SREM', wproc_key(worker), id)
-settle(id, 'cancelled', now)
+settle(id, 'cancelled', now, f[6])
 changed(id, f[5])
 return 1

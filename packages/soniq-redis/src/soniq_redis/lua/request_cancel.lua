@@ -5,7 +5,8 @@
 -- written -> 'already_finished'. No row at all -> 'not_found'.
 local id = ARGV[2]
 local k = job_key(id)
-local f = redis.call('HMGET', k, 'status', 'queue', 'created_at', 'watched', 'dedup_key')
+local f = redis.call('HMGET', k, 'status', 'queue', 'created_at', 'watched', 'dedup_key',
+  'dependents')
 if f[1] == 'queued' then
   f[4] = '1'  -- published whether watched or not
   cancel_queued(id, f, now_us())
