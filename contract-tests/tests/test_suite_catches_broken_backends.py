@@ -34,6 +34,12 @@ def test_suite_passes_against_memory_skipping_only_what_does_not_apply(pytester:
         "test_each_due_time_fires_exactly_once_among_concurrent_firers",
         "test_exactly_one_of_many_concurrent_acquirers_wins",
         "test_prune_deletes_only_finished_rows_past_expires_at",
+        # protocol 4 (issue 19): memory passes every one, none skipped
+        "test_fan_in_becomes_claimable_only_after_the_last_dependency",
+        "test_concurrent_limited_claimers_never_exceed_max_concurrent",
+        "test_rate_limit_allows_n_claims_per_window",
+        "test_request_cancel_of_a_processing_row_only_sets_the_flag",
+        "test_a_cancel_request_wakes_the_waiter_without_a_watch",
     ):
         assert must_run in outcomes["passed"]
 
