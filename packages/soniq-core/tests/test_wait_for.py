@@ -18,8 +18,6 @@ import pytest_asyncio
 
 from soniq import JobCancelledError, JobFailedError, JobNotFoundError, JobOptionsError, Soniq, SoniqError
 
-pytestmark = pytest.mark.asyncio
-
 WAITER_TASK = "soniq-wait-for"
 
 
@@ -64,6 +62,7 @@ def waiter_tasks() -> list[asyncio.Task[Any]]:
     return [t for t in asyncio.all_tasks() if t.get_name() == WAITER_TASK and not t.done()]
 
 
+@pytest.mark.asyncio
 async def test_a_finished_job_returns_its_result_at_once(app: Soniq) -> None:
     job_id = await app.enqueue("double", n=21)
     await app.run_worker(run_once=True, install_signal_handlers=False)
@@ -72,6 +71,7 @@ async def test_a_finished_job_returns_its_result_at_once(app: Soniq) -> None:
     assert waiter_tasks() == []  # nothing to wait for: no service started
 
 
+@pytest.mark.asyncio
 async def test_wait_for_returns_when_another_app_on_the_store_completes_the_job(
     two_apps: tuple[Soniq, Soniq],
 ) -> None:
@@ -87,6 +87,7 @@ async def test_wait_for_returns_when_another_app_on_the_store_completes_the_job(
     assert time.monotonic() - started < 5
 
 
+@pytest.mark.asyncio
 async def test_one_waiter_task_serves_every_concurrent_wait(app: Soniq) -> None:
     ids = await app.enqueue_many("double", [{"n": n} for n in range(20)])
     waits = [asyncio.create_task(app.wait_for(job_id, timeout=20)) for job_id in ids]
@@ -97,6 +98,7 @@ async def test_one_waiter_task_serves_every_concurrent_wait(app: Soniq) -> None:
     await _until(lambda: not waiter_tasks(), timeout=2)  # it ends with its last waiter
 
 
+@pytest.mark.asyncio
 async def test_a_dead_lettered_job_raises_job_failed_with_its_error(app: Soniq) -> None:
     job_id = await app.enqueue("fails")
     waiting = asyncio.create_task(app.wait_for(job_id, timeout=20))
@@ -111,6 +113,7 @@ async def test_a_dead_lettered_job_raises_job_failed_with_its_error(app: Soniq) 
         await app.wait_for(job_id)  # and at once, once it is known
 
 
+@pytest.mark.asyncio
 async def test_a_cancelled_job_raises_job_cancelled(app: Soniq) -> None:
     job_id = await app.enqueue("double", n=1, scheduled_at=3600)
     waiting = asyncio.create_task(app.wait_for(job_id, timeout=20))
@@ -122,11 +125,13 @@ async def test_a_cancelled_job_raises_job_cancelled(app: Soniq) -> None:
     assert caught.value.job["status"] == "cancelled"
 
 
+@pytest.mark.asyncio
 async def test_an_unknown_id_raises_job_not_found_at_once(app: Soniq) -> None:
     with pytest.raises(JobNotFoundError, match="no job has id 'nope'"):
         await app.wait_for("nope", timeout=5)
 
 
+@pytest.mark.asyncio
 async def test_a_row_deleted_by_result_ttl_zero_is_not_found_saying_why(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ttl.db'}"
     producer = Soniq(url, observers="", poll_interval=0.05)
@@ -146,6 +151,7 @@ async def test_a_row_deleted_by_result_ttl_zero_is_not_found_saying_why(tmp_path
         await worker.close()
 
 
+@pytest.mark.asyncio
 async def test_a_job_that_does_not_finish_in_time_raises_timeout(app: Soniq) -> None:
     job_id = await app.enqueue("double", n=1, scheduled_at=3600)
     started = time.monotonic()
@@ -161,6 +167,7 @@ async def test_a_job_that_does_not_finish_in_time_raises_timeout(app: Soniq) -> 
     assert (await app.get_job(job_id))["status"] == "queued"  # type: ignore[index]
 
 
+@pytest.mark.asyncio
 async def test_closing_the_app_ends_waits_with_an_error(app: Soniq) -> None:
     job_id = await app.enqueue("double", n=1, scheduled_at=3600)
     waiting = asyncio.create_task(app.wait_for(job_id))
@@ -179,6 +186,7 @@ async def _until(condition: Callable[[], bool], *, timeout: float) -> None:
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.asyncio
 async def test_with_push_wait_for_wakes_when_another_app_completes_the_job(postgres_url: str) -> None:
     """PostgreSQL pushes the end of a watched job: the waiter wakes well before its 5 s safety re-read."""
     import uuid
@@ -204,3 +212,18 @@ async def test_with_push_wait_for_wakes_when_another_app_completes_the_job(postg
         await backend.drop_schema()
         await producer.close()
         await worker.close()
+
+
+def test_wait_for_sync_waits_from_a_thread_without_a_loop(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'sync.db'}"
+    producer = Soniq(url, observers="", poll_interval=0.05)
+    worker = Soniq(url, observers="", poll_interval=0.05)
+    register(producer)
+    register(worker)
+    job_id = producer.enqueue_sync("double", n=4)
+    with pytest.raises(TimeoutError):
+        producer.wait_for_sync(job_id, timeout=0.2)
+    asyncio.run(worker.run_worker(run_once=True, install_signal_handlers=False))
+    assert producer.wait_for_sync(job_id, timeout=10) == 8
+    producer.close_sync()
+    asyncio.run(worker.close())

@@ -764,6 +764,10 @@ class Soniq:
         """`get_job` for synchronous code; see `enqueue_sync`."""
         return self._sync.run(self.get_job(job_id), what="get_job")
 
+    def wait_for_sync(self, job_id: str, timeout: float | None = None) -> Any:
+        """`wait_for` for synchronous code; see `enqueue_sync`. Blocks the calling thread."""
+        return self._sync.run(self.wait_for(job_id, timeout), what="wait_for")
+
     def close_sync(self) -> None:
         """Stop the `enqueue_sync` thread and close its backend (what `close()` does for that part)."""
         self._sync.close()
