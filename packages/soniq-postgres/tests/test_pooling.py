@@ -131,6 +131,7 @@ async def test_a_direct_server_keeps_the_statement_cache_and_listen(pg_url: str,
     assert backend.options.transaction_pooled is False
     assert backend.options.statement_cache_size == 100
     assert backend.capabilities.push_wakeup is True
+    assert backend.capabilities.push_job_changes is True
 
 
 async def test_transaction_pooling_is_detected_and_turns_off_what_it_breaks(bouncer_url: str, make: Made) -> None:
@@ -139,6 +140,8 @@ async def test_transaction_pooling_is_detected_and_turns_off_what_it_breaks(boun
     assert backend.options.statement_cache_size == 0
     assert backend.options.listen is False
     assert backend.capabilities.push_wakeup is False
+    # No LISTEN behind the pooler: job changes are polled by core too (protocol 4).
+    assert backend.capabilities.push_job_changes is False
     job = _job()
     await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
     claimed = await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=None, limit=5, mark_started=True))

@@ -13,7 +13,8 @@ what the previous holder committed), then:
    out in SQL the groups that are already full, and picks in Python the rows that
    keep every group within its limits (a row held back is passed over; rows of
    other groups behind it are still taken);
-3. claims the picked rows and adds them to their rate windows, in one statement.
+3. claims the picked rows and adds them to their rate windows, in one statement
+   (the picked rows are locked by the transaction, so each of them is claimed).
 
 Everything is transaction-scoped (the lock too), so it works through PgBouncer
 in transaction mode. Windows are fixed, ``rate_period`` seconds long, aligned to
@@ -85,14 +86,15 @@ WITH w AS (
 )
 SELECT r.limit_name, r.partition, r.starts FROM {windows} AS r JOIN w
 ON r.limit_name = w.name AND r.window_start = w.start"""
-        # $1 window names, $2 periods, $3 partitions, $4 claims to add.
-        self.bump = f"""
-INSERT INTO {windows} AS r (limit_name, partition, window_start, starts)
-SELECT name, part, to_timestamp(floor(extract(epoch FROM now()) / period) * period), n
-FROM unnest($1::text[], $2::float8[], $3::text[], $4::int[]) AS b(name, period, part, n)
-ON CONFLICT (limit_name, partition, window_start) DO UPDATE SET starts = r.starts + EXCLUDED.starts"""
-        # $1 worker, $2 ids, $3 mark_started.
+        # $1 worker, $2 ids, $3 mark_started; $4 window names, $5 periods, $6 partitions, $7 claims
+        # to add. The picked rows are locked by this transaction, so every one of them is claimed.
         self.take = f"""
+WITH bumped AS (
+    INSERT INTO {windows} AS r (limit_name, partition, window_start, starts)
+    SELECT name, part, to_timestamp(floor(extract(epoch FROM now()) / period) * period), n
+    FROM unnest($4::text[], $5::float8[], $6::text[], $7::int[]) AS b(name, period, part, n)
+    ON CONFLICT (limit_name, partition, window_start) DO UPDATE SET starts = r.starts + EXCLUDED.starts
+)
 UPDATE {q.jobs} AS j
 SET status = 'processing', worker_id = $1, updated_at = now(),
     started_at = CASE WHEN $3::bool THEN now() END, dedup_key = NULL
@@ -180,6 +182,7 @@ async def claim_limited(
                 groups.setdefault((index[row["limit_name"]], row["partition"]), _Group()).started = row["starts"]
 
         picked: list[str] = []
+        bumps: dict[tuple[int, str], int] = {}
         statement = sql.candidates(by_queue=queues is not None, by_name=names is not None)
         filters: list[list[str]] = [arg for arg in (queues, names) if arg is not None]
         for _ in range(MAX_ROUNDS):
@@ -199,25 +202,23 @@ async def claim_limited(
                     group = groups[(i, part)]
                     group.running += 1
                     group.started += 1
+                    if limits[i].rate_limit is not None:
+                        bumps[(i, part)] = bumps.get((i, part), 0) + 1
                 picked.append(row["id"])
             if len(rows) < batch:
                 break
         if not picked:
             return []
-        claimed = await connection.fetch(sql.take, params.worker_id, picked, params.mark_started)
-        bumps: dict[tuple[int, str], int] = {}
-        for record in claimed:
-            for i, part in _groups_of(limits, record["queue"], record["job_name"], record["limit_key"]):
-                if limits[i].rate_limit is not None:
-                    bumps[(i, part)] = bumps.get((i, part), 0) + 1
-        if bumps:
-            await connection.execute(
-                sql.bump,
-                [window_name(limits[i]) for i, _ in bumps],
-                [float(limits[i].rate_period) for i, _ in bumps],
-                [part for _, part in bumps],
-                list(bumps.values()),
-            )
+        claimed = await connection.fetch(
+            sql.take,
+            params.worker_id,
+            picked,
+            params.mark_started,
+            [window_name(limits[i]) for i, _ in bumps],
+            [float(limits[i].rate_period) for i, _ in bumps],
+            [part for _, part in bumps],
+            list(bumps.values()),
+        )
     return [job_record(row) for row in claimed]
 
 
