@@ -15,10 +15,18 @@ from typing import Any
 import pytest
 
 from soniq import BaseObserver, CancelOutcome, JobContext, JobOutcome, Soniq, WorkerState
+from soniq.backend import BackendCapabilities
 from soniq.observers import JobEndEvent
-from soniq.params import ClaimJobsParams, NackJobParams, RequestCancelParams
+from soniq.params import (
+    CancelRequestsParams,
+    ClaimJobsParams,
+    NackJobParams,
+    RequestCancelParams,
+    WaitForJobChangesParams,
+)
 from soniq.worker._runs import JobRun
-from soniq.worker.cancel_watch import Delivery, deliver
+from soniq.worker._table import RunTable
+from soniq.worker.cancel_watch import CancelWatcher, Delivery, deliver
 from soniq.worker.state import RunPhase
 
 pytestmark = pytest.mark.asyncio
@@ -326,3 +334,65 @@ async def test_delivery_by_phase() -> None:
     late = run(RunPhase.CLAIMED)
     deliver(late)
     assert late.cancel_signal().is_set()
+
+
+class FakeChanges:
+    """Just enough of a backend for the watcher: waits that the test ends, and the requests it reads."""
+
+    def __init__(self) -> None:
+        self.capabilities = BackendCapabilities(push_job_changes=True)
+        self.waits: list[tuple[frozenset[str], asyncio.Future[set[str] | None]]] = []
+        self.cancelled_waits = 0
+        self.reads = 0
+        self.requested: set[str] = set()
+
+    async def wait_for_job_changes(self, params: WaitForJobChangesParams, /) -> set[str] | None:
+        future: asyncio.Future[set[str] | None] = asyncio.get_running_loop().create_future()
+        self.waits.append((frozenset(params.job_ids), future))
+        try:
+            return await asyncio.wait_for(asyncio.shield(future), params.timeout)
+        except asyncio.CancelledError:
+            self.cancelled_waits += 1
+            raise
+        except TimeoutError:
+            return set()
+
+    async def cancel_requests(self, params: CancelRequestsParams, /) -> set[str]:
+        self.reads += 1
+        return set(self.requested)
+
+
+async def test_the_watcher_widens_its_wait_without_cancelling_one_that_may_hold_a_change() -> None:
+    from datetime import UTC, datetime
+
+    from soniq.records import JobRecord, JobStatus
+
+    now = datetime.now(UTC)
+
+    def record(job_id: str) -> JobRecord:
+        return JobRecord(
+            id=job_id, job_name="n", args={}, status=JobStatus.PROCESSING, attempts=0, max_attempts=1,
+            queue="default", priority=100, scheduled_at=now, last_error=None, worker_id="w", result=None,
+            created_at=now, updated_at=now,
+        )  # fmt: skip
+
+    backend = FakeChanges()
+    runs = RunTable(concurrency=4, prefetch=0)
+    watcher = CancelWatcher(backend, "w", runs, lambda run, message: None)  # type: ignore[arg-type]
+    task = asyncio.create_task(watcher.watch())
+    first = JobRun(job=record("a"), definition=None)
+    runs.occupy(first)
+    await until(lambda: len(backend.waits) == 1, "the first wait")
+    runs.occupy(JobRun(job=record("b"), definition=None))
+    await until(lambda: len(backend.waits) == 2, "a wider wait")
+    assert [ids for ids, _ in backend.waits] == [frozenset({"a"}), frozenset({"a", "b"})]
+    assert backend.cancelled_waits == 0
+    # The narrow wait now reports a request on "a": the watcher reads, and delivers it to the run.
+    backend.requested = {"a"}
+    first.phase = RunPhase.RUNNING_SYNC
+    backend.waits[0][1].set_result({"a"})
+    await until(lambda: first.cancel_reached, "the request delivered")
+    assert backend.reads == 1
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -36,6 +36,9 @@ worker_process = pytest.mark.soniq_worker_process
 CLAIM_STAMP_SLACK_SECONDS = 0.005
 """A row's `started_at` may be truncated (a store keeping milliseconds) or stamped as its
 transaction began; a claim made early would sit far more than this before its dependency's end."""
+WAIT_FOR_WITHIN_SECONDS = 4.0
+"""`wait_for` on ten 0.2 s jobs (four at a time): woken by the store's push, or by its poll
+(`poll_interval`, 1 s by default, without push), never by a 5 s safety re-read."""
 CANCEL_WITHIN_SECONDS = 1.0
 """The issue's bound: a running async job cancelled from another process is `cancelled` within this."""
 
@@ -228,6 +231,9 @@ class FleetProcessContract:
         results, error, took = scenario.run(wait)
         print(f"\nFLEET wait_for: 10 results waited for together in {took:.2f}s")
         assert results == [n * 2 for n in range(10)]
+        # About 0.6 s of work (three rounds of four 0.2 s jobs): a waiter that only noticed a finished
+        # job at its periodic re-read (core's SAFETY_REREAD_SECONDS, 5 s) missed the store's wake-up.
+        assert took < WAIT_FOR_WITHIN_SECONDS, f"10 waits took {took:.2f}s: a finished job's change was missed"
         assert "boom" in (error.last_error or "")
         assert error.job["dead_letter_reason"] == "max_attempts"
         assert not tracebacks([worker])

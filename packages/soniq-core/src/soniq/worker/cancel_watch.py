@@ -28,6 +28,7 @@ import enum
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from soniq.backend import Backend
 from soniq.outcomes import HandlerKind
@@ -128,66 +129,69 @@ class CancelWatcher:
         self._last_read = time.monotonic()
 
     async def watch(self) -> None:
-        """Run until cancelled (with the worker's other background loops, after its shutdown)."""
+        """Run until cancelled (with the worker's other background loops, after its shutdown).
+
+        A wait is never cancelled while the worker holds rows: a store may already have handed
+        it a change, which a cancel would throw away. When more rows arrive, a wider wait starts
+        beside it and the narrower one runs out its timeout (or wakes) on its own."""
         runs = self._runs
-        waiting: asyncio.Future[set[str] | None] | None = None
+        pending: set[asyncio.Future[set[str] | None]] = set()
+        widest: frozenset[str] = frozenset()
         try:
             while True:
                 runs.added.clear()
                 ids = runs.job_ids()
                 if not ids:
-                    if waiting is not None:
-                        waiting.cancel()
-                        waiting = None
+                    for waiting in pending:
+                        waiting.cancel()  # no row held, so no request can concern this worker
+                    pending.clear()
                     await runs.added.wait()
                     self._last_read = time.monotonic()
                     continue
-                # The new wait starts before the old one is cancelled, so a change is never left unheard.
-                previous = waiting
+                held = frozenset(ids)
+                if not pending or not held <= widest:
+                    widest = held
+                    params = WaitForJobChangesParams(job_ids=ids, timeout=self._period)
+                    pending.add(asyncio.ensure_future(self._backend.wait_for_job_changes(params)))
                 began = time.monotonic()
-                waiting = asyncio.ensure_future(
-                    self._backend.wait_for_job_changes(WaitForJobChangesParams(job_ids=ids, timeout=self._period))
-                )
-                if previous is not None:
-                    previous.cancel()
-                if self._push:
-                    widen = asyncio.ensure_future(self._rows_added())
-                    try:
-                        await asyncio.wait([waiting, widen], return_when=asyncio.FIRST_COMPLETED)
-                    finally:
+                widen = asyncio.ensure_future(self._rows_added()) if self._push else None
+                waiters: list[asyncio.Future[Any]] = [*pending]
+                if widen is not None:
+                    waiters.append(widen)
+                try:
+                    await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if widen is not None:
                         widen.cancel()
-                    if not waiting.done():
-                        # More rows to watch: widen the wait, keeping this one until then. A worker
-                        # that claims without pause keeps widening, so it reads on its period here too.
-                        if time.monotonic() - self._last_read >= self._period:
-                            await self.read_requests()
-                        continue
-                else:
-                    await asyncio.wait([waiting])
-                finished, waiting = waiting, None
-                await self._after_wait(finished, set(ids), began)
+                finished = {waiting for waiting in pending if waiting.done()}
+                pending -= finished
+                if not pending:
+                    widest = frozenset()
+                wanted = any([await self._wants_read(waiting, held) for waiting in finished])
+                # A worker that claims without pause keeps widening: it reads on its period here too.
+                if wanted or time.monotonic() - self._last_read >= self._period:
+                    await self.read_requests()
+                elif finished and time.monotonic() - began < 0.001:
+                    await asyncio.sleep(0.01)  # a store that returns at once with nothing must not spin this loop
         finally:
-            if waiting is not None:
+            for waiting in pending:
                 waiting.cancel()
 
     async def _rows_added(self) -> None:
         await asyncio.sleep(WIDEN_DEBOUNCE_SECONDS)
         await self._runs.added.wait()
 
-    async def _after_wait(self, finished: asyncio.Future[set[str] | None], ids: set[str], began: float) -> None:
+    async def _wants_read(self, finished: asyncio.Future[set[str] | None], held: frozenset[str]) -> bool:
+        """Whether a finished wait calls for a read: a change among the held rows, or one it cannot name."""
         try:
             changed = finished.result()
         except asyncio.CancelledError:
-            return
+            return False
         except Exception as exc:
             logger.warning("waiting for cancel requests failed: %s: %s", type(exc).__name__, exc)
             await asyncio.sleep(RETRY_SECONDS)
-            changed = None
-        due = time.monotonic() - self._last_read >= self._period
-        if changed is None or changed & ids or due:
-            await self.read_requests()
-        elif time.monotonic() - began < 0.001:
-            await asyncio.sleep(0.01)  # a store that returns at once with nothing must not spin this loop
+            return True
+        return changed is None or bool(changed & held)
 
     async def read_requests(self) -> None:
         """Read this worker's cancel requests once and deliver each one not yet delivered."""
