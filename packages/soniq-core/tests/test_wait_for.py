@@ -207,6 +207,16 @@ async def test_with_push_wait_for_wakes_when_another_app_completes_the_job(postg
         finished = time.monotonic()
         assert await waiting == 10
         assert time.monotonic() - finished < 2.0
+        # Waiters that arrive one by one, each while the wait call of the ones before is in flight.
+        ids = await producer.enqueue_many("slow", [{"seconds": 0.01 * n} for n in range(10)])
+        waits = []
+        for job_id in ids:
+            waits.append(asyncio.ensure_future(producer.wait_for(job_id, timeout=20)))
+            await asyncio.sleep(0.02)
+        await worker.run_worker(concurrency=10, run_once=True, install_signal_handlers=False)
+        finished = time.monotonic()
+        assert await asyncio.gather(*waits) == ["slept"] * 10
+        assert time.monotonic() - finished < 2.0  # pushed, not found by the 5 s safety re-read
     finally:
         backend: Any = await producer.connected_backend()
         await backend.drop_schema()

@@ -34,6 +34,9 @@ SAFETY_REREAD_SECONDS = 5.0
 """With push, every waited id is read again this often whatever the store said."""
 READ_BATCH = 32
 """Reads run this many at a time."""
+MAX_CALLS_IN_FLIGHT = 16
+"""Wait calls kept at once (a new one starts when new ids are waited for); past it the oldest is
+dropped and its ids read again instead."""
 MAX_CONSECUTIVE_ERRORS = 3
 """Store errors in a row after which the waiters are given the error instead of waiting on."""
 
@@ -170,7 +173,11 @@ class JobWaiter:
         backend = await self._app.connected_backend()
         push = backend.capabilities.push_job_changes
         timeout = SAFETY_REREAD_SECONDS if push else self._app.settings.poll_interval
-        changes: asyncio.Task[set[str] | None] | None = None
+        # Every wait call in flight, oldest first, with the ids it covers. A call is never cancelled
+        # while waiters remain (a store may already have handed it a change): each one ends by its
+        # own timeout and its answer is read. The newest always covers every waited id.
+        calls: dict[asyncio.Future[set[str] | None], tuple[str, ...]] = {}
+        latest: asyncio.Future[set[str] | None] | None = None
         last_full_read = time.monotonic()
         errors = 0
         try:
@@ -180,41 +187,51 @@ class JobWaiter:
                     self._changed.clear()
                     if fresh:
                         await backend.watch_jobs(WatchJobsParams(job_ids=sorted(fresh)))
-                    if changes is None or fresh:
-                        ids = sorted(self._futures)
-                        previous, changes = (
-                            changes,
-                            asyncio.ensure_future(
-                                backend.wait_for_job_changes(WaitForJobChangesParams(job_ids=ids, timeout=timeout))
-                            ),
-                        )
-                        if previous is not None:
-                            previous.cancel()  # after the new call started: no moment listens for nobody
-                            previous.add_done_callback(_retrieve)
+                    reread: set[str] = set()
+                    # Without push a call only sleeps: the one in flight ends in a full read anyway.
+                    if latest is None or latest.done() or (fresh and push):
+                        ids = tuple(sorted(self._futures))
+                        params = WaitForJobChangesParams(job_ids=ids, timeout=timeout)
+                        latest = asyncio.ensure_future(backend.wait_for_job_changes(params))
+                        calls[latest] = ids
                         await asyncio.sleep(0)  # let the new call subscribe before the read below
-                    if fresh:
+                        if len(calls) > MAX_CALLS_IN_FLIGHT:
+                            oldest = next(iter(calls))
+                            reread.update(calls.pop(oldest))  # what it may have been told is read instead
+                            oldest.cancel()
+                            oldest.add_done_callback(_retrieve)
+                    if fresh or reread:
                         # Read after watching and subscribing: a job that finished before that is seen here,
                         # one that finishes after it publishes a change.
-                        await self._read(backend, fresh)
+                        await self._read(backend, fresh | reread)
                     if not self._futures:
                         break
-                    woken = asyncio.ensure_future(self._changed.wait())
+                    woken: asyncio.Future[Any] = asyncio.ensure_future(self._changed.wait())
+                    watched: set[asyncio.Future[Any]] = {*calls, woken}
                     try:
-                        await asyncio.wait({changes, woken}, return_when=asyncio.FIRST_COMPLETED)
+                        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
                     finally:
                         woken.cancel()
-                    if not changes.done():
-                        continue  # new waiters, or none left: start over with the current ids
-                    changed, changes = changes.result(), None
+                    answered = [call for call in calls if call in done]
+                    if not answered:
+                        continue  # new waiters, or none left
+                    changed: set[str] = set()
+                    unknown = False
+                    for call in answered:
+                        del calls[call]
+                        result = call.result()
+                        if result is None:
+                            unknown = True
+                        else:
+                            changed.update(result)
                     now = time.monotonic()
-                    if changed is None or now - last_full_read >= SAFETY_REREAD_SECONDS:
+                    if unknown or now - last_full_read >= SAFETY_REREAD_SECONDS:
                         last_full_read = now
                         await self._read(backend, list(self._futures))
                     elif changed:
                         await self._read(backend, changed)
                     errors = 0
                 except Exception as exc:
-                    changes = None
                     errors += 1
                     if errors >= MAX_CONSECUTIVE_ERRORS:
                         self._fail_all(exc)
@@ -222,9 +239,9 @@ class JobWaiter:
                     logger.warning("waiting for jobs: the store failed (%s); trying again", exc)
                     await asyncio.sleep(self._app.settings.poll_interval)
         finally:
-            if changes is not None:
-                changes.cancel()
-                changes.add_done_callback(_retrieve)
+            for call in calls:
+                call.cancel()
+                call.add_done_callback(_retrieve)
 
     def _fail_all(self, exc: Exception) -> None:
         for job_id in list(self._futures):
