@@ -138,6 +138,12 @@ _UPSERT_KEYED_JOB = (
 )
 _OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
 _IN_OWNED = "status = 'processing' AND worker_id = ?"
+# A claim's stamp: the caller's clock reading (microseconds), or SQLite's own 'now' (whole
+# milliseconds, read once per statement, after the statement holds the write lock) when that
+# is later, i.e. when the claim waited for another process's write. So no claim is stamped
+# more than a millisecond before the write that made its rows claimable (a completion that
+# resolved a dependency), and no stamp is earlier than the call.
+_CLAIM_NOW = "max(?, CAST((julianday('now') - 2440587.5) * 86400000000.0 AS INTEGER))"
 # In a completion's RETURNING: whether the row had dependents (read before the resolving trigger
 # runs), so that this process wakes its workers for the rows that became claimable.
 _HAS_DEPENDENTS = "EXISTS (SELECT 1 FROM soniq_job_dependencies WHERE dependency_id = soniq_jobs.id)"
@@ -381,30 +387,22 @@ class SQLiteBackend:
             name_clause, name_params = _name_filter(names, negate=False)
             queue_clause += f" AND {name_clause}"
             queue_params = (*queue_params, *name_params)
+        # The claim index is named: left to choose, SQLite served a name or queue
+        # filter from a listing index and sorted the whole backlog per claim. Rows
+        # waiting on a dependency are not in the claim indexes at all (CLAIMABLE).
+        index = CLAIM_INDEX_ANY_QUEUE if queues is None else CLAIM_INDEX_BY_QUEUE
+        now = now_us()
         # One statement: it takes the write lock before reading, so the rows the
         # subquery picks cannot be picked by any other connection meanwhile. The
-        # claim index is named: left to choose, SQLite served a name or queue
-        # filter from a listing index and sorted the whole backlog per claim.
-        # Rows waiting on a dependency are not in the claim indexes at all (their predicate is CLAIMABLE).
-        index = CLAIM_INDEX_ANY_QUEUE if queues is None else CLAIM_INDEX_BY_QUEUE
-        sql = (
-            "UPDATE soniq_jobs SET status = 'processing', worker_id = ?, updated_at = ?, started_at = ?, "
-            "dedup_key = NULL "
+        # stamps are `_CLAIM_NOW`: not earlier than a millisecond before the lock was held.
+        rows = await self._db.fetchall(
+            f"UPDATE soniq_jobs SET status = 'processing', worker_id = ?, updated_at = {_CLAIM_NOW}, "
+            f"started_at = CASE WHEN ? THEN {_CLAIM_NOW} END, dedup_key = NULL "
             f"WHERE id IN (SELECT id FROM soniq_jobs INDEXED BY {index} WHERE {CLAIMABLE} AND scheduled_at <= ?"
             f"{queue_clause} ORDER BY priority, scheduled_at, created_at, id LIMIT ?) "
-            f"RETURNING {JOB_COLUMNS}"
+            f"RETURNING {JOB_COLUMNS}",
+            (params.worker_id, now, params.mark_started, now, now, *queue_params, limit),
         )
-        worker_id, mark_started = params.worker_id, params.mark_started
-
-        def claim(raw: sqlite3.Connection) -> list[sqlite3.Row]:
-            # The clock is read once the write lock is held, so that no claim is stamped before
-            # the write (another process's completion, say) that made its rows claimable.
-            now = now_us()
-            values = (worker_id, now, now if mark_started else None, now, *queue_params, limit)
-            return raw.execute(sql, values).fetchall()
-
-        # BEGIN IMMEDIATE, the statement and COMMIT in one trip to aiosqlite's thread.
-        rows = await self._db.transaction_raw(claim)
         return sorted((job_from_row(row) for row in rows), key=claim_order)
 
     async def _claim_limited(self, params: ClaimJobsParams) -> list[JobRecord]:

@@ -360,6 +360,11 @@ class Database:
         async def run(conn: aiosqlite.Connection) -> T:
             return await run_raw(conn, wrapped)
 
+        await self.open()
+        if self._conn is not None and _raw_runner(self._conn) is not None:
+            # One call on aiosqlite's thread runs BEGIN to COMMIT whatever happens to the caller:
+            # a cancelled caller cannot leave the transaction open, so no shielded task is needed.
+            return await self._run(run)
         return await self._shielded(run)
 
     async def _shielded(self, body: Body[T]) -> T:
