@@ -8,7 +8,7 @@ what the previous holder committed), then:
 
 1. counts the `processing` rows of each limited group from the rows themselves
    (partial indexes on ``status = 'processing'``) and reads the current rate
-   windows, deleting past ones;
+   windows, deleting past ones, in one statement;
 2. reads candidate rows in claim order with ``FOR UPDATE SKIP LOCKED``, leaving
    out in SQL the groups that are already full, and picks in Python the rows that
    keep every group within its limits (a row held back is passed over; rows of
@@ -64,27 +64,28 @@ class LimitSql:
         schema = q.jobs.rsplit(".", 1)[0]
         windows = f"{schema}.soniq_rate_windows"
         self.lock = "SELECT pg_advisory_xact_lock($1, hashtext($2))"
-        # $1 queue names, $2 partitioned, $3 limit index; $4..$6 the same for job-name limits.
+        # What each group holds, in one read: its running rows ($1 queue names, $2 partitioned,
+        # $3 limit index; $4..$6 the same for job-name limits) and its claims in the current rate
+        # window ($7 window names, $8 periods, $9 limit index). Past windows of these limits go.
         part = partition_sql("j.")
-        self.running = f"""
-SELECT l.i, CASE WHEN l.part THEN {part} ELSE '{WHOLE}' END AS partition, count(*)::int AS n
-FROM unnest($1::text[], $2::bool[], $3::int[]) AS l(name, part, i)
-JOIN {q.jobs} AS j ON j.status = 'processing' AND j.queue = l.name
-GROUP BY 1, 2
-UNION ALL
-SELECT l.i, CASE WHEN l.part THEN {part} ELSE '{WHOLE}' END, count(*)::int
-FROM unnest($4::text[], $5::bool[], $6::int[]) AS l(name, part, i)
-JOIN {q.jobs} AS j ON j.status = 'processing' AND j.job_name = l.name
-GROUP BY 1, 2"""
-        # $1 window names, $2 periods. Past windows of these limits go; the current ones are read.
-        self.windows = f"""
+        self.groups = f"""
 WITH w AS (
-    SELECT name, to_timestamp(floor(extract(epoch FROM now()) / period) * period) AS start
-    FROM unnest($1::text[], $2::float8[]) AS l(name, period)
+    SELECT i, name, to_timestamp(floor(extract(epoch FROM now()) / period) * period) AS start
+    FROM unnest($7::text[], $8::float8[], $9::int[]) AS l(name, period, i)
 ), past AS (
     DELETE FROM {windows} AS r USING w WHERE r.limit_name = w.name AND r.window_start < w.start
 )
-SELECT r.limit_name, r.partition, r.starts FROM {windows} AS r JOIN w
+SELECT true AS running, l.i, CASE WHEN l.part THEN {part} ELSE '{WHOLE}' END AS partition, count(*)::int AS n
+FROM unnest($1::text[], $2::bool[], $3::int[]) AS l(name, part, i)
+JOIN {q.jobs} AS j ON j.status = 'processing' AND j.queue = l.name
+GROUP BY 2, 3
+UNION ALL
+SELECT true, l.i, CASE WHEN l.part THEN {part} ELSE '{WHOLE}' END, count(*)::int
+FROM unnest($4::text[], $5::bool[], $6::int[]) AS l(name, part, i)
+JOIN {q.jobs} AS j ON j.status = 'processing' AND j.job_name = l.name
+GROUP BY 2, 3
+UNION ALL
+SELECT false, w.i, r.partition, r.starts FROM {windows} AS r JOIN w
 ON r.limit_name = w.name AND r.window_start = w.start"""
         # $1 worker, $2 ids, $3 mark_started; $4 window names, $5 periods, $6 partitions, $7 claims
         # to add. The picked rows are locked by this transaction, so every one of them is claimed.
@@ -162,24 +163,24 @@ async def claim_limited(
         concurrent = [(i, limit) for i, limit in enumerate(limits) if limit.max_concurrent is not None]
         by_queue = [(i, limit) for i, limit in concurrent if limit.scope is LimitScope.QUEUE]
         by_name = [(i, limit) for i, limit in concurrent if limit.scope is LimitScope.JOB]
-        if concurrent:
-            for row in await connection.fetch(
-                sql.running,
-                [limit.name for _, limit in by_queue],
-                [limit.partitioned for _, limit in by_queue],
-                [i for i, _ in by_queue],
-                [limit.name for _, limit in by_name],
-                [limit.partitioned for _, limit in by_name],
-                [i for i, _ in by_name],
-            ):
-                groups.setdefault((row["i"], row["partition"]), _Group()).running = row["n"]
         rated = [(i, limit) for i, limit in enumerate(limits) if limit.rate_limit is not None]
-        if rated:
-            index = {window_name(limit): i for i, limit in rated}
-            for row in await connection.fetch(
-                sql.windows, list(index), [float(limit.rate_period) for _, limit in rated]
-            ):
-                groups.setdefault((index[row["limit_name"]], row["partition"]), _Group()).started = row["starts"]
+        for row in await connection.fetch(
+            sql.groups,
+            [limit.name for _, limit in by_queue],
+            [limit.partitioned for _, limit in by_queue],
+            [i for i, _ in by_queue],
+            [limit.name for _, limit in by_name],
+            [limit.partitioned for _, limit in by_name],
+            [i for i, _ in by_name],
+            [window_name(limit) for _, limit in rated],
+            [float(limit.rate_period) for _, limit in rated],
+            [i for i, _ in rated],
+        ):
+            group = groups.setdefault((row["i"], row["partition"]), _Group())
+            if row["running"]:
+                group.running = row["n"]
+            else:
+                group.started = row["n"]
 
         picked: list[str] = []
         bumps: dict[tuple[int, str], int] = {}
