@@ -508,8 +508,10 @@ class PostgresBackend:
         if not self._options.listen:
             await asyncio.sleep(timeout)
             return None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         listener = await self._start_listener(wait=timeout)
-        changed = await listener.wait_changes(params.job_ids, timeout=timeout)
+        changed = await listener.wait_changes(params.job_ids, timeout=max(deadline - loop.time(), 0.0))
         if not changed and not listener.connected:
             return None  # LISTEN was down: changes may have been missed
         return changed
