@@ -34,6 +34,10 @@ SAFETY_REREAD_SECONDS = 5.0
 """With push, every waited id is read again this often whatever the store said."""
 READ_BATCH = 32
 """Reads run this many at a time."""
+SECOND_LOOKS = (0.5, 2.0)
+"""Seconds after a job is first waited for at which it is read again: a push store may still be
+opening its listener when the first wait call starts, and a change published before it listens
+is lost (found then at these looks instead of the safety re-read)."""
 MAX_CALLS_IN_FLIGHT = 16
 """Wait calls kept at once (a new one starts when new ids are waited for); past it the oldest is
 dropped and its ids read again instead."""
@@ -179,6 +183,7 @@ class JobWaiter:
         calls: dict[asyncio.Future[set[str] | None], tuple[str, ...]] = {}
         latest: asyncio.Future[set[str] | None] | None = None
         last_full_read = time.monotonic()
+        looks: list[tuple[float, frozenset[str]]] = []  # (when, ids) second looks, earliest first
         errors = 0
         try:
             while self._futures:
@@ -204,17 +209,25 @@ class JobWaiter:
                         # Read after watching and subscribing: a job that finished before that is seen here,
                         # one that finishes after it publishes a change.
                         await self._read(backend, fresh | reread)
+                    if fresh and push:
+                        now = time.monotonic()
+                        looks = sorted([*looks, *((now + delay, frozenset(fresh)) for delay in SECOND_LOOKS)])
+                    if looks and looks[0][0] <= time.monotonic():
+                        due = {i for when, ids in looks if when <= time.monotonic() for i in ids}
+                        looks = [(when, ids) for when, ids in looks if when > time.monotonic()]
+                        await self._read(backend, due)
                     if not self._futures:
                         break
                     woken: asyncio.Future[Any] = asyncio.ensure_future(self._changed.wait())
                     watched: set[asyncio.Future[Any]] = {*calls, woken}
+                    until_look = max(looks[0][0] - time.monotonic(), 0.0) if looks else None
                     try:
-                        done, _ = await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
+                        done, _ = await asyncio.wait(watched, timeout=until_look, return_when=asyncio.FIRST_COMPLETED)
                     finally:
                         woken.cancel()
                     answered = [call for call in calls if call in done]
                     if not answered:
-                        continue  # new waiters, or none left
+                        continue  # new waiters, none left, or a second look is due
                     changed: set[str] = set()
                     unknown = False
                     for call in answered:
