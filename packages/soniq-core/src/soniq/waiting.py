@@ -1,12 +1,12 @@
 """`app.wait_for(job_id)` (issue 19): one waiter service per app and event loop, however many waiters.
 
 Every concurrent `wait_for` of one app on one loop shares one task, which asks the store to
-watch the new ids (`watch_jobs`), then loops on one `wait_for_job_changes` call over every
-waited id and re-reads only the ids it says changed (all of them when it cannot tell). With
-`push_job_changes` it also re-reads everything every `SAFETY_REREAD_SECONDS`, in case a
-change was missed; without push the call simply sleeps `poll_interval`, so the cost is one
-read per waited job per poll interval and never one poll loop per waiter. The task ends when
-the last waiter is gone, and `app.close()` ends it too.
+watch the new ids (`watch_jobs`), then waits on `wait_for_job_changes` over every waited id
+and re-reads only the ids it says changed (all of them when it cannot tell). With
+`push_job_changes` it also reads each new id again at `SECOND_LOOKS` and everything every
+`SAFETY_REREAD_SECONDS`, in case a change was missed; without push the call simply sleeps
+`poll_interval`, so the cost is one read per waited job per poll interval and never one poll
+loop per waiter. The task ends when the last waiter is gone, and `app.close()` ends it too.
 """
 
 from __future__ import annotations
