@@ -31,9 +31,13 @@ from soniq.params import (
     DeadLetterJobParams,
     EnqueueJobsParams,
     GetJobParams,
+    GroupLimit,
     JobCountsParams,
     JobResult,
+    LimitScope,
     MarkStartedParams,
+    WaitForJobChangesParams,
+    WatchJobsParams,
 )
 from soniq.records import JobStatus
 from soniq_contract_tests.chaos import ChaosConfig, run_chaos
@@ -213,6 +217,56 @@ async def test_every_key_a_namespace_writes_lives_in_its_one_slot(cluster_backen
     assert client is not None
     slots = {await client.cluster_keyslot(key) for key in keys}  # type: ignore[attr-defined]
     assert len(slots) == 1, f"the namespace's keys spread over slots {sorted(slots)}"
+
+
+async def test_protocol_4_keys_share_the_slot_and_job_changes_reach_a_waiter(
+    cluster_url: str, cluster_backend: RedisBackend
+) -> None:
+    """Dependency edges, job-limit sets, rate windows and the job-changes channel work on a cluster."""
+    from soniq.records import NewJob
+
+    backend = cluster_backend
+    first = _job()
+    assert isinstance(first, NewJob)
+    second = NewJob(
+        id=str(uuid.uuid4()),
+        job_name=first.job_name,
+        args={},
+        queue=first.queue,
+        priority=100,
+        scheduled_at=first.scheduled_at,
+        max_attempts=3,
+        depends_on=(first.id,),
+    )
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[first, second]))
+    limits = [
+        GroupLimit(LimitScope.JOB, "tests.job", max_concurrent=5),
+        GroupLimit(LimitScope.QUEUE, "default", rate_limit=5, rate_period=60.0),
+    ]
+    [row] = await backend.claim_jobs(
+        ClaimJobsParams(queues=None, limit=10, worker_id="w1", mark_started=True, limits=limits)
+    )
+    assert row.id == first.id
+    keys = await _all_keys(backend)
+    client = backend._client
+    assert client is not None
+    for kind in (":dependents:", ":pj:", ":lrate:", ":limited_jobs"):
+        assert any(kind in key for key in keys), f"no {kind} key among {sorted(keys)}"
+    slots = {await client.cluster_keyslot(key) for key in keys}  # type: ignore[attr-defined]
+    assert len(slots) == 1, f"the namespace's keys spread over slots {sorted(slots)}"
+
+    other = RedisBackend.from_url(cluster_url, namespace=backend.keys.namespace)
+    await other.connect()
+    try:
+        await other.watch_jobs(WatchJobsParams(job_ids=[row.id]))
+        waiting = asyncio.create_task(other.wait_for_job_changes(WaitForJobChangesParams([row.id], 30.0)))
+        await asyncio.sleep(0.1)
+        await backend.complete_jobs(CompleteJobsParams(results=[JobResult(row.id, None)], worker_id="w1"))
+        assert await asyncio.wait_for(waiting, 10.0) == {row.id}
+    finally:
+        await other.close()
+    [after] = await backend.claim_jobs(ClaimJobsParams(queues=None, limit=10, worker_id="w1", mark_started=True))
+    assert after.id == second.id
 
 
 # -- failover -------------------------------------------------------------------
