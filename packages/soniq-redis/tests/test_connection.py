@@ -69,7 +69,8 @@ async def test_capabilities() -> None:
     assert caps.transactional_enqueue is False
     assert caps.shared_across_processes is True
     assert caps.timestamp_precision.total_seconds() == 1e-6
-    assert caps.protocol_version == 3
+    assert caps.protocol_version == 4
+    assert caps.push_job_changes is True
 
 
 async def test_unknown_option_is_a_type_error_naming_it_and_the_accepted_ones() -> None:
