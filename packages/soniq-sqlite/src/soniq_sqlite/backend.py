@@ -364,7 +364,7 @@ class SQLiteBackend:
 
     def _after_failures(self, finished: Sequence[str], fallout: Fallout) -> None:
         """In-process wake-ups after rows finished and their dependents followed (after the commit)."""
-        self._changes.notify([*finished, *fallout.cancelled])
+        self._changes.finished([*finished, *fallout.cancelled])
         if fallout.released:
             self._wakeups.notify_all()
 
@@ -529,7 +529,7 @@ class SQLiteBackend:
     def _finished(self, ids: set[str], released: bool) -> None:
         """In-process wake-ups after completions (after the commit)."""
         if ids:
-            self._changes.notify(ids)
+            self._changes.finished(ids)
         if released:
             self._wakeups.notify_all()
 
@@ -1000,10 +1000,10 @@ class SQLiteBackend:
 
     async def watch_jobs(self, params: WatchJobsParams, /) -> None:
         # SQLite has no cross-process channel to publish on (push_job_changes is False), so
-        # there is nothing to mark: this instance's own finishing writes wake its own waiters
-        # whether watched or not, and every other waiter re-reads its rows at its timeout.
-        # The `watched` column exists so that a file keeps one shape across backends' versions.
-        return None
+        # nothing is written: the ids are remembered in this instance, whose own finishing
+        # writes then wake its own waiters; every other waiter re-reads its rows at its timeout.
+        # (The `watched` column keeps the row's shape for a store that could publish.)
+        self._changes.watch(params.job_ids)
 
     async def wait_for_job_changes(self, params: WaitForJobChangesParams, /) -> set[str] | None:
         return await self._changes.wait(list(params.job_ids), params.timeout)

@@ -43,9 +43,15 @@ class Wakeups:
                 future.set_result(None)
 
 
+WATCHED_MAX = 10_000
+"""Ids `JobChanges` remembers as watched; beyond that the oldest are forgotten (their waiters
+then learn of the change at their timeout, as for a change made by another process)."""
+
+
 class JobChanges:
-    """In-process job changes: a finishing write or a cancel request made through this backend
-    instance wakes this instance's `wait_for_job_changes` callers that asked about the row.
+    """In-process job changes: a finishing write to a watched row, or a cancel request, made
+    through this backend instance wakes this instance's `wait_for_job_changes` callers that
+    asked about the row. Rows nobody watched through this instance cost a set lookup.
 
     Another process's write cannot reach us (the backend reports ``push_job_changes=False``),
     so a wait that nobody here woke returns None at its timeout and core re-reads its rows.
@@ -53,6 +59,26 @@ class JobChanges:
 
     def __init__(self) -> None:
         self._waiters: list[tuple[frozenset[str], asyncio.Future[set[str] | None]]] = []
+        self._watched: dict[str, None] = {}
+
+    def watch(self, job_ids: Iterable[str]) -> None:
+        watched = self._watched
+        for job_id in job_ids:
+            watched.pop(job_id, None)
+            watched[job_id] = None
+        while len(watched) > WATCHED_MAX:
+            del watched[next(iter(watched))]
+
+    def finished(self, job_ids: Iterable[str]) -> None:
+        """Rows that reached the end through this instance: wake the waiters of the watched ones."""
+        watched = self._watched
+        if not watched:
+            return
+        hit = [job_id for job_id in job_ids if job_id in watched]
+        for job_id in hit:
+            del watched[job_id]
+        if hit:
+            self.notify(hit)
 
     async def wait(self, job_ids: Sequence[str], timeout: float) -> set[str] | None:
         if timeout <= 0 or not job_ids:
