@@ -7,6 +7,7 @@ job change that lands between two waits is not lost.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -195,3 +196,22 @@ async def test_rows_claimed_without_limits_after_a_job_limit_was_registered_coun
     [taken] = await _claim(backend, limits=[limit])
     # The finished row left the set when the limited claim read it; the new one joined.
     assert await client.smembers(backend.keys.key("pj:tests.job")) == {running.id, taken.id}
+
+
+async def test_a_change_handed_to_a_wait_cancelled_before_it_ran_is_kept(
+    backend: RedisBackend, wait_until: Any
+) -> None:
+    await backend.watch_jobs(WatchJobsParams(job_ids=["x"]))  # starts the subscription
+    listener = backend._wakeups
+    assert listener is not None
+    waiting = asyncio.create_task(listener.wait_changes(["x"], DEADLINE))
+
+    async def registered() -> bool:
+        return "x" in listener._change_waiters
+
+    await wait_until(registered, deadline=DEADLINE, message="the wait never registered")
+    listener._note_change("x")  # handed over; the task has not run since
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    assert await listener.wait_changes(["x"], 0.01) == {"x"}

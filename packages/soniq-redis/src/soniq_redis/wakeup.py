@@ -139,6 +139,12 @@ class WakeupListener:
                 return await asyncio.wait_for(waiter.future, timeout)
             except TimeoutError:
                 return set()
+            except asyncio.CancelledError:
+                # Cancelled after a change was handed over: keep it for the next call.
+                if waiter.future.done() and not waiter.future.cancelled():
+                    for job_id in waiter.future.result() or ():
+                        self._keep_unseen(job_id)
+                raise
         finally:
             for job_id in wanted:
                 waiters = self._change_waiters.get(job_id)
@@ -154,8 +160,10 @@ class WakeupListener:
             if not waiter.future.done():
                 waiter.future.set_result({job_id})
                 delivered = True
-        if delivered:
-            return
+        if not delivered:
+            self._keep_unseen(job_id)
+
+    def _keep_unseen(self, job_id: str) -> None:
         self._unseen_changes[job_id] = None
         self._unseen_changes.move_to_end(job_id)
         while len(self._unseen_changes) > _UNSEEN_CHANGES_KEPT:
