@@ -91,6 +91,7 @@ from soniq.records import (
     JobStatus,
     LeaseRecord,
     MigrationStep,
+    NewJob,
     QueueCounts,
     QueueStats,
     ScheduleRecord,
@@ -138,6 +139,21 @@ def _name_args(job_names: Sequence[str] | None) -> list[str | int]:
         return [-1]
     names = list(dict.fromkeys(job_names))
     return [len(names), *names]
+
+
+def _protocol4_extras(job: NewJob) -> list[str | int]:
+    """`enqueue.lua`'s per-job extras: a count, then (only when any is set) policy, limit key and dependencies."""
+    policy = DependencyPolicy(job.dependency_policy)
+    if policy is DependencyPolicy.CANCEL and job.limit_key is None and not job.depends_on:
+        return [0]
+    return [
+        4 + len(job.depends_on),
+        policy.value,
+        "0" if job.limit_key is None else "1",
+        job.limit_key or "",
+        dumps(list(job.depends_on)),
+        *job.depends_on,
+    ]
 
 
 def _limit_args(limits: Sequence[GroupLimit]) -> list[str | int]:
@@ -371,12 +387,7 @@ class RedisBackend:
                 "" if job.trace_context is None else dumps(dict(job.trace_context)),
                 job.dedup_key or "",
                 job.producer_id or "",
-                DependencyPolicy(job.dependency_policy).value,
-                "0" if job.limit_key is None else "1",
-                job.limit_key or "",
-                dumps(list(job.depends_on)) if job.depends_on else "",
-                len(job.depends_on),
-                *job.depends_on,
+                *_protocol4_extras(job),
             ]
         stored = await self._run("enqueue", *args)
         return [str(job_id) for job_id in stored]

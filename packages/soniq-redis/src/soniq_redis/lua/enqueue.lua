@@ -1,8 +1,10 @@
 -- Insert a batch of jobs, all or none.
 -- ARGV: prefix, queued-status, count, then per job: id, job_name, args, queue, priority,
 -- scheduled_at, max_attempts, trace_context ('' = none), dedup_key ('' = none),
--- producer_id ('' = none), dependency_policy, has-limit-key ('1'/'0'), limit_key,
--- depends_on as JSON ('' = none), dependency count n, then the n dependency ids.
+-- producer_id ('' = none), then the count e of protocol-4 extras that follow: 0 for a
+-- job with none of them (policy cancel, no limit key, no dependencies), else
+-- dependency_policy, has-limit-key ('1'/'0'), limit_key, depends_on as JSON, and the
+-- e - 4 dependency ids.
 -- A job whose dedup_key is held by a queued row (P .. 'dedup:' .. key names it) is not
 -- written; the reply lists the stored id of every job in order (the holder's for those).
 -- Dependencies (protocol 4): each must be a job row, a dead-letter row or a job earlier in
@@ -10,12 +12,16 @@
 local status = ARGV[2]
 check_status(status)
 local count = tonumber(ARGV[3])
-local FIXED = 15
-local bases = {}
+-- A job's first dependency id is at base + DEPS. NONE is never written to.
+local DEPS = 15
+local NONE = {}
+local bases, ndeps_at = {}, {}
 local pos = 4
 for i = 1, count do
+  local extra = tonumber(ARGV[pos + 10])
   bases[i] = pos
-  pos = pos + FIXED + tonumber(ARGV[pos + FIXED - 1])
+  ndeps_at[i] = math.max(extra - 4, 0)
+  pos = pos + 11 + extra
 end
 local function holder_of(key)
   local held = redis.call('GET', P .. 'dedup:' .. key)
@@ -43,7 +49,7 @@ for i = 1, count do
     end
     stored[i] = id
     if key ~= '' then keys_in_batch[key] = id end
-    for d = base + FIXED, base + FIXED - 1 + tonumber(ARGV[base + FIXED - 1]) do
+    for d = base + DEPS, base + DEPS - 1 + ndeps_at[i] do
       local dep = ARGV[d]
       if not in_batch[dep] and not missing_seen[dep] and redis.call('EXISTS', job_key(dep)) == 0
           and redis.call('EXISTS', dead_key(dep)) == 0 then
@@ -71,14 +77,17 @@ for i = 1, count do
       'max_attempts', ARGV[base + 6], 'attempts', '0', 'created_at', stamp, 'updated_at', stamp)
     if ARGV[base + 7] ~= '' then redis.call('HSET', k, 'trace_context', ARGV[base + 7]) end
     if ARGV[base + 9] ~= '' then redis.call('HSET', k, 'producer_id', ARGV[base + 9]) end
-    local policy = ARGV[base + 10]
-    if ARGV[base + 11] == '1' then redis.call('HSET', k, 'limit_key', ARGV[base + 12]) end
-    local ndeps = tonumber(ARGV[base + FIXED - 1])
+    local policy, ndeps = 'cancel', ndeps_at[i]
+    if ARGV[base + 10] ~= '0' then
+      policy = ARGV[base + 11]
+      if ARGV[base + 12] == '1' then redis.call('HSET', k, 'limit_key', ARGV[base + 13]) end
+    end
     if policy ~= 'cancel' or ndeps > 0 then redis.call('HSET', k, 'dependency_policy', policy) end
     -- Each dependency as it stands now: done resolves, cancelled or dead-lettered fails,
     -- queued or processing is pending (an edge makes its end find this row).
-    local pending, failed, counted = {}, nil, {}
-    for d = base + FIXED, base + FIXED - 1 + ndeps do
+    local pending, failed, counted = NONE, nil, nil
+    if ndeps > 0 then pending, counted = {}, {} end
+    for d = base + DEPS, base + DEPS - 1 + ndeps do
       local dep = in_batch[ARGV[d]] or ARGV[d]
       local st = redis.call('HGET', job_key(dep), 'status')
       if counted[dep] then
@@ -93,7 +102,7 @@ for i = 1, count do
         pending[#pending + 1] = dep
       end
     end
-    if ndeps > 0 then redis.call('HSET', k, 'depends_on', ARGV[base + 13]) end
+    if ndeps > 0 then redis.call('HSET', k, 'depends_on', ARGV[base + 14]) end
     redis.call('ZADD', P .. 'all', stamp, id)
     redis.call('ZADD', P .. 'q:' .. queue, stamp, id)
     redis.call('SADD', P .. 'queues', queue)
