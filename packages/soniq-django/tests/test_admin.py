@@ -46,7 +46,7 @@ def test_cancel_action_cancels_queued_jobs_for_users_with_the_permission() -> No
 
     assert response.status_code == 200
     assert Job.objects.get(pk=result.id).status == "cancelled"
-    assert b"Cancelled 1 of 1" in response.content
+    assert b"Cancelled or asked to stop 1 of 1" in response.content
 
 
 def test_without_the_permission_there_is_no_cancel_action() -> None:

@@ -48,7 +48,7 @@ class JobAdmin(ReadOnlyAdmin):
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         return _has_perm(request, "soniq_django.cancel_job")
 
-    @admin.action(description="Cancel selected queued jobs", permissions=["cancel"])
+    @admin.action(description="Cancel selected jobs (running ones are asked to stop)", permissions=["cancel"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
         ids = [str(pk) for pk in queryset.values_list("pk", flat=True)]
 
@@ -56,7 +56,10 @@ class JobAdmin(ReadOnlyAdmin):
             return sum([await app.cancel_job(job_id) for job_id in ids])
 
         cancelled = with_app(default_alias(), cancel)
-        self.message_user(request, f"Cancelled {cancelled} of {len(ids)} job(s); only queued jobs can be cancelled.")
+        self.message_user(
+            request,
+            f"Cancelled or asked to stop {cancelled} of {len(ids)} job(s); finished jobs are left as they are.",
+        )
 
 
 @admin.register(DeadLetterJob)
