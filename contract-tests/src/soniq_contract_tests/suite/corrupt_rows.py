@@ -121,7 +121,7 @@ def _postgres_writer(factory: UrlBackendFactory) -> CorruptRowWriter:
 
         schema: str = getattr(backend, "options").schema  # noqa: B009
         table = '"' + schema.replace('"', '""') + '".soniq_jobs'
-        connection = await asyncpg.connect(dsn)
+        connection = await asyncpg.connect(dsn, statement_cache_size=0)  # safe behind PgBouncer too
         try:
             try:
                 status = await connection.execute(f"UPDATE {table} SET args = $1::json WHERE id = $2", raw_args, job_id)

@@ -48,7 +48,9 @@ def postgres_transaction(url: str) -> TransactionFactory:
     async def transaction(backend: Backend) -> AsyncIterator[Any]:
         import asyncpg
 
-        connection = await asyncpg.connect(dsn)
+        # No statement cache: behind PgBouncer in transaction mode, named prepared statements outlive
+        # the transaction on a shared server connection and collide with the next client's.
+        connection = await asyncpg.connect(dsn, statement_cache_size=0)
         try:
             async with connection.transaction():
                 yield connection
