@@ -33,7 +33,13 @@ from typing import Any
 from soniq import Soniq
 from soniq.errors import BackendUnavailableError
 from soniq_contract_tests.chaos.jobs import build_app, stored_job
-from soniq_contract_tests.chaos.report import ChaosConfig, ChaosReport, save_figures, sweep_recoveries
+from soniq_contract_tests.chaos.report import (
+    ChaosConfig,
+    ChaosReport,
+    save_figures,
+    stale_judgments,
+    sweep_recoveries,
+)
 from soniq_contract_tests.chaos.verdict import Fault, PlannedJob, judge, read_runs
 
 __all__ = ["ChaosConfig", "ChaosReport", "ChaosRun", "run_chaos"]
@@ -343,7 +349,9 @@ class ChaosRun:
                 worker.popen.wait(10)
             await self.app.close()
         self.write_faults()
-        verdict = judge(self.planned, rows, dead, read_runs(self.runlog), self.faults)
+        logs = [w.log() for w in self.workers]
+        explained_by = self.faults + stale_judgments(logs, self.faults)
+        verdict = judge(self.planned, rows, dead, read_runs(self.runlog), explained_by)
         report = ChaosReport(
             config=self.config,
             verdict=verdict,
@@ -351,7 +359,7 @@ class ChaosRun:
             violations=self.violations + verdict.violations,
             samples=self.samples,
             failed_starts=self.failed_starts,
-            sweep_recoveries=sweep_recoveries([w.log() for w in self.workers], self.faults),
+            sweep_recoveries=sweep_recoveries(logs, self.faults),
             settle_seconds=settle_seconds,
             worker_processes=len(self.workers),
             elapsed=time.monotonic() - began,

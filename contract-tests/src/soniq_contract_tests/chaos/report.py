@@ -89,10 +89,9 @@ class ChaosReport:
         return "\n".join(lines)
 
 
-def sweep_recoveries(logs: list[str], faults: list[Fault]) -> list[float]:
-    """From the workers' logs: how long after each SIGKILL a sweep (in another worker) settled its rows."""
-    killed_at = {f.pid: f.at for f in faults if f.kind in ("sigkill", "supervisor_sigkill")}
-    delays = []
+def _sweeps(logs: list[str]) -> list[tuple[float, int | None]]:
+    """Every (time, pid) a sweep in some worker's log declared stale; worker ids are hostname-pid-suffix."""
+    found = []
     for log in logs:
         for line in log.splitlines():
             match = SWEEP_LINE.match(line)
@@ -100,12 +99,24 @@ def sweep_recoveries(logs: list[str], faults: list[Fault]) -> list[float]:
                 continue
             swept_at = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
             for stale in match.group(2).split(","):
-                # Worker ids are hostname-pid-suffix.
                 parts = stale.rsplit("-", 2)
-                pid = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
-                if pid in killed_at:
-                    delays.append(swept_at - killed_at[pid])
-    return delays
+                found.append((swept_at, int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None))
+    return found
+
+
+def stale_judgments(logs: list[str], faults: list[Fault]) -> list[Fault]:
+    """Live workers that a sweep judged stale (their heartbeat came late on a loaded machine, or a
+    connection fault held it up), as faults of kind ``stale_judgment``: the sweep requeues their rows
+    and fences their writes, so a run of theirs that then returns is run again elsewhere, which
+    the verdict counts under that name instead of as unexplained. A SIGKILLed worker is not one."""
+    killed = {f.pid for f in faults if f.kind in ("sigkill", "supervisor_sigkill")}
+    return [Fault("stale_judgment", at, pid) for at, pid in _sweeps(logs) if pid is not None and pid not in killed]
+
+
+def sweep_recoveries(logs: list[str], faults: list[Fault]) -> list[float]:
+    """From the workers' logs: how long after each SIGKILL a sweep (in another worker) settled its rows."""
+    killed_at = {f.pid: f.at for f in faults if f.kind in ("sigkill", "supervisor_sigkill")}
+    return [swept_at - killed_at[pid] for swept_at, pid in _sweeps(logs) if pid in killed_at]
 
 
 def save_figures(report: ChaosReport, path: Path) -> None:

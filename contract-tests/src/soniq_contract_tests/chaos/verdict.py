@@ -10,8 +10,9 @@ taken in start order. The run after a failed run is the retry the handler
 asked for. Any other later run is a duplicate, and it must be explained by a
 fault that hit the earlier run: a SIGKILL of its process after it started, a
 connection kill while it was in flight or before its outcome could be
-written, or (async handlers only) a SIGTERM whose FORCE_TIMEOUT_PATH
-cancelled it and nack'd the row. A sync run is never explained by SIGTERM
+written, a sweep that judged its live worker stale (read from the workers'
+logs: its rows were requeued and its writes fenced), or (async handlers only)
+a SIGTERM whose FORCE_TIMEOUT_PATH cancelled it and nack'd the row. A sync run is never explained by SIGTERM
 alone: the seed contract never nacks a sync row.
 """
 
@@ -44,7 +45,8 @@ class PlannedJob:
 @dataclass(frozen=True)
 class Fault:
     kind: str
-    """``sigterm``, ``sigterm_twice``, ``sigkill``, ``supervisor_sigkill`` or ``connection_kill``."""
+    """``sigterm``, ``sigterm_twice``, ``sigkill``, ``supervisor_sigkill`` or ``connection_kill``, all
+    injected; or ``stale_judgment``, read from the workers' logs: a sweep declared a live worker stale."""
     at: float
     pid: int | None = None
     """None for a connection kill: it hits every process of the namespace."""
@@ -104,6 +106,8 @@ def _explain(previous: Run, following: Run, job: PlannedJob, faults: list[Fault]
             return "sigkill"
         if fault.kind == "connection_kill":
             return "connection_kill"
+        if fault.kind == "stale_judgment" and fault.pid == previous.pid:
+            return "stale_judgment"
     if previous.outcome is None and job.is_async:
         for fault in faults:
             if fault.kind in ("sigterm", "sigterm_twice") and fault.pid == previous.pid and fault.at <= following.start:

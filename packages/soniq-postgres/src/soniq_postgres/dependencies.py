@@ -27,7 +27,7 @@ import asyncpg
 from soniq.errors import UnknownDependencyError
 from soniq.records import DependencyPolicy, NewJob
 from soniq_postgres.queries import Queries
-from soniq_postgres.rows import optional_json, to_json, utc
+from soniq_postgres.rows import job_arrays
 
 CANCELLED = "cancelled"
 DEAD_LETTERED = "dead-lettered"
@@ -191,14 +191,7 @@ async def insert_with_dependencies(
         depended = {dep for dep, _ in edges}
         rows = await connection.fetch(
             sql.insert,
-            [job.id for job in jobs],
-            [job.job_name for job in jobs],
-            [job.args_json or to_json(dict(job.args)) for job in jobs],
-            [job.queue for job in jobs],
-            [job.priority for job in jobs],
-            [utc(job.scheduled_at) for job in jobs],
-            [job.max_attempts for job in jobs],
-            [optional_json(job.trace_context) for job in jobs],
+            *job_arrays(jobs),
             [job.dedup_key for job in jobs],
             [job.producer_id for job in jobs],
             [plan.status for plan in plans],

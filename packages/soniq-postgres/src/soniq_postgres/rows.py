@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from soniq.decoding import decode_args, decode_json, join_problems
-from soniq.records import DeadLetterRecord, DependencyPolicy, JobRecord, JobStatus, WorkerRecord, WorkerStatus
+from soniq.records import DeadLetterRecord, DependencyPolicy, JobRecord, JobStatus, NewJob, WorkerRecord, WorkerStatus
 
 
 def to_json(value: Any) -> str:
@@ -127,3 +127,18 @@ def affected(status: str) -> int:
         return int(status.rsplit(" ", 1)[-1])
     except ValueError:
         return 0
+
+
+def job_arrays(jobs: Sequence[NewJob]) -> list[list[Any]]:
+    """The first eight parameters of every multi-row insert, one array per column: id, job_name,
+    args, queue, priority, scheduled_at, max_attempts, trace_context."""
+    return [
+        [job.id for job in jobs],
+        [job.job_name for job in jobs],
+        [job.args_json or to_json(dict(job.args)) for job in jobs],
+        [job.queue for job in jobs],
+        [job.priority for job in jobs],
+        [utc(job.scheduled_at) for job in jobs],
+        [job.max_attempts for job in jobs],
+        [optional_json(job.trace_context) for job in jobs],
+    ]

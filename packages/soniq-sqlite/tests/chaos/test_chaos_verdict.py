@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from soniq_contract_tests.chaos.report import stale_judgments
 from soniq_contract_tests.chaos_verdict import MAX_ATTEMPTS, Fault, PlannedJob, Run, judge, read_runs
 
 pytestmark = pytest.mark.chaos
@@ -29,6 +30,27 @@ def test_a_rerun_after_a_returned_run_needs_a_fault_of_that_process() -> None:
     assert (killed.duplicates, killed.violations) == ({"sigkill": 1}, [])
     other_pid = judge([job()], {"id-1": done(1)}, {}, runs, faults=[Fault("sigkill", 1.2, 99)])
     assert other_pid.duplicates == {"unexplained": 1}
+
+
+def test_a_sweep_that_judged_the_live_worker_stale_explains_the_rerun_of_its_returned_run() -> None:
+    runs = {"j1": [Run(pid=10, start=1.0, end=3.0, outcome="ok"), Run(pid=11, start=5.0, end=5.1, outcome="ok")]}
+    judged = judge([job()], {"id-1": done(1)}, {}, runs, faults=[Fault("stale_judgment", 2.5, 10)])
+    assert (judged.duplicates, judged.violations) == ({"stale_judgment": 1}, [])
+    other_worker = judge([job()], {"id-1": done(1)}, {}, runs, faults=[Fault("stale_judgment", 2.5, 12)])
+    assert other_worker.duplicates == {"unexplained": 1}
+    before_the_run = judge([job()], {"id-1": done(1)}, {}, runs, faults=[Fault("stale_judgment", 0.5, 10)])
+    assert before_the_run.duplicates == {"unexplained": 1}
+
+
+def test_stale_judgments_are_read_from_sweep_lines_and_never_name_a_killed_worker() -> None:
+    line = (
+        "2026-12-02 17:00:0{s},000 WARNING soniq.worker: stale recovery: workers {ids}; "
+        "requeued 1 rows, dead-lettered 0"
+    )
+    logs = [line.format(s=1, ids="host-10-ab,host-11-cd"), "unrelated line", line.format(s=2, ids="host-12-ef")]
+    judged = stale_judgments(logs, faults=[Fault("sigkill", 0.0, 11)])
+    assert [(f.kind, f.pid) for f in judged] == [("stale_judgment", 10), ("stale_judgment", 12)]
+    assert judged[1].at - judged[0].at == pytest.approx(1.0)
 
 
 def test_sigterm_explains_an_interrupted_async_run_but_never_a_sync_one() -> None:
