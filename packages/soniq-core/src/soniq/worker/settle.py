@@ -26,7 +26,7 @@ from soniq.retry import JobRetryDelays, RetryPolicy, bounded_delay
 from soniq.serialization import ResultError, check_result, safe_text
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.batching import CompletionBatcher
-from soniq.worker.writes import write_with_retry
+from soniq.worker.writes import Deadline, write_with_retry
 
 logger = logging.getLogger("soniq.worker")
 
@@ -87,7 +87,7 @@ class Settler:
         self._max_result_bytes = max_result_bytes
         self._snooze_max = snooze_max_seconds
 
-    async def settle(self, run: JobRun, outcome: Outcome, *, give_up_at: float | None) -> Settled:
+    async def settle(self, run: JobRun, outcome: Outcome, *, give_up_at: Deadline) -> Settled:
         """Write the outcome of a handler call and say how it went."""
         job = run.job
         if outcome.ok:
@@ -115,7 +115,7 @@ class Settler:
         assert outcome.error is not None
         return await self.fail(run, outcome, give_up_at=give_up_at)
 
-    async def _snooze(self, run: JobRun, seconds: float, give_up_at: float | None) -> Settled | None:
+    async def _snooze(self, run: JobRun, seconds: float, give_up_at: Deadline) -> Settled | None:
         job = run.job
         when = _due_in(seconds)
         params = SnoozeJobParams(job_id=job.id, worker_id=self._worker_id, scheduled_at=when)
@@ -124,7 +124,7 @@ class Settler:
         )
         return Settled(self._named(JobOutcome.SNOOZED, written, run)) if ok else None
 
-    async def fail(self, run: JobRun, outcome: Outcome, *, give_up_at: float | None) -> Settled:
+    async def fail(self, run: JobRun, outcome: Outcome, *, give_up_at: Deadline) -> Settled:
         """Count the attempt: retry per policy, or dead-letter when the budget is spent (or the
         handler said `Permanent`, or would not stop)."""
         job = run.job
@@ -177,7 +177,7 @@ class Settler:
         return await self.dead_letter(run, reason, error, give_up_at=give_up_at, attempt=attempts_after)
 
     async def dead_letter(
-        self, run: JobRun, reason: str, error: str, *, give_up_at: float | None, attempt: int | None = None
+        self, run: JobRun, reason: str, error: str, *, give_up_at: Deadline, attempt: int | None = None
     ) -> Settled:
         """Move the row to the dead-letter table; a refused write is tried once more with a plain ASCII error."""
         job = run.job
@@ -206,7 +206,7 @@ class Settler:
         )
         return Settled(JobOutcome.UNWRITTEN, text, reason)
 
-    async def cancelled(self, run: JobRun, message: str, *, give_up_at: float | None) -> Settled:
+    async def cancelled(self, run: JobRun, message: str, *, give_up_at: Deadline) -> Settled:
         """A cancel request stopped the run: the row ends `cancelled` with `message`, attempts untouched
         (issue 19). A refused write leaves the row for stale recovery, like any unwritable outcome."""
         job = run.job
@@ -228,7 +228,7 @@ class Settler:
         return Settled(self._named(JobOutcome.CANCELLED, written, run), text, REASON_CANCEL_REQUESTED)
 
     async def _write(
-        self, what: str, operation: Callable[[], Awaitable[T]], give_up_at: float | None
+        self, what: str, operation: Callable[[], Awaitable[T]], give_up_at: Deadline
     ) -> tuple[bool, T | None]:
         """(True, result) when the store answered; (False, None) when it refused the write outright."""
         try:

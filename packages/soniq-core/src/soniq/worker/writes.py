@@ -15,22 +15,36 @@ T = TypeVar("T")
 
 WRITE_RETRY_DELAYS = (0.05, 0.2, 0.5, 1.0, 2.0, 4.0)
 
+Deadline = float | None | Callable[[], float | None]
+"""When a write gives up (loop time). A float: then. None: after the retry delays run out. A callable
+(the worker's): asked before each retry, never giving up while it answers None (the worker runs),
+and its first time then holds (the budget of a worker that is stopping)."""
 
-async def write_with_retry(what: str, operation: Callable[[], Awaitable[T]], *, give_up_at: float | None) -> T | None:
+
+async def write_with_retry(what: str, operation: Callable[[], Awaitable[T]], *, give_up_at: Deadline) -> T | None:
     """Run a store write, retrying while the store is unreachable.
 
-    Returns the write's result, or None when it could not be made before
-    `give_up_at` (loop time); the row then stays `processing` under this
-    worker and stale recovery settles it once the worker is gone.
+    A running worker (a callable deadline answering None) never gives up: a row whose outcome it
+    could not write would otherwise stay `processing` under a live owner, which stale recovery
+    rightly never touches (a Redis Cluster failover on a loaded machine outlasts any fixed number
+    of retries). Returns None only when the
+    write could not be made before the deadline; the row then stays `processing` under this worker
+    and stale recovery settles it once the worker is gone.
     """
     loop = asyncio.get_running_loop()
-    for delay in (*WRITE_RETRY_DELAYS, None):
+    deadline = give_up_at() if callable(give_up_at) else give_up_at
+    attempt = 0
+    while True:
         try:
             return await operation()
         except BackendUnavailableError as exc:
-            if delay is None or (give_up_at is not None and loop.time() + delay > give_up_at):
+            if deadline is None and callable(give_up_at):
+                deadline = give_up_at()
+            out_of_delays = attempt >= len(WRITE_RETRY_DELAYS) and not callable(give_up_at)
+            delay = WRITE_RETRY_DELAYS[min(attempt, len(WRITE_RETRY_DELAYS) - 1)]
+            attempt += 1
+            if out_of_delays or (deadline is not None and loop.time() + delay > deadline):
                 logger.error("could not write %s: %s; stale recovery will settle the row", what, exc)
                 return None
             logger.warning("store unreachable while writing %s (%s); retrying in %.2fs", what, exc, delay)
             await asyncio.sleep(delay)
-    return None

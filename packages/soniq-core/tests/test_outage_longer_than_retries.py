@@ -1,0 +1,93 @@
+"""A running worker keeps writing an outcome through a store outage of any length.
+
+A Redis Cluster failover on a loaded machine outlasted the worker's fixed write retries once: the
+worker gave up, the row stayed `processing` under a live owner, and stale recovery (rightly) never
+touches a live owner's rows, so the job was stuck until the worker stopped. Here the store refuses
+the done write more times than there are retry delays; the row must still end `done` while the
+worker runs, and a worker told to stop during the outage must give up within its budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from soniq import Soniq
+from soniq.errors import BackendUnavailableError
+from soniq.worker import writes
+
+pytestmark = pytest.mark.asyncio
+
+
+class Outage:
+    """Makes one store method fail as an unreachable store does, `failures` times or until ended."""
+
+    def __init__(self, method: Any, failures: int | None) -> None:
+        self.method = method
+        self.failures = failures
+        self.refused = 0
+        self.ended = asyncio.Event()
+
+    async def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.ended.is_set() and (self.failures is None or self.refused < self.failures):
+            self.refused += 1
+            raise BackendUnavailableError("store unreachable (test outage)")
+        return await self.method(*args, **kwargs)
+
+
+async def _status(app: Soniq, job_id: str) -> str | None:
+    row = await app.get_job(job_id)
+    return None if row is None else str(row["status"])
+
+
+async def test_a_done_write_outlasting_every_retry_delay_still_lands_while_the_worker_runs(
+    fast_settings: dict[str, Any], wait_until: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writes, "WRITE_RETRY_DELAYS", (0.01, 0.02))
+    app = Soniq("memory://", **fast_settings)
+
+    @app.job
+    async def quick() -> str:
+        return "ok"
+
+    job_id = await app.enqueue(quick)
+    outage = Outage(app.backend.complete_jobs, failures=12)  # six times the retry delays
+    monkeypatch.setattr(app.backend, "complete_jobs", outage)
+    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    try:
+        await wait_until(lambda: outage.refused >= 12, timeout=10)
+        await wait_until(lambda: _is_done(app, job_id), timeout=10)
+        row = await app.get_job(job_id)
+        assert row is not None and row["status"] == "done"
+    finally:
+        assert app.current_worker is not None
+        app.current_worker.stop("test")
+        await asyncio.wait_for(task, 20)
+
+
+async def _is_done(app: Soniq, job_id: str) -> bool:
+    return await _status(app, job_id) == "done"
+
+
+async def test_a_worker_stopped_during_an_endless_outage_gives_up_within_its_budget(
+    fast_settings: dict[str, Any], wait_until: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writes, "WRITE_RETRY_DELAYS", (0.01, 0.05))
+    app = Soniq("memory://", **{**fast_settings, "prefetch_release_timeout": 1.0, "shutdown_timeout": 1.0})
+
+    @app.job
+    async def quick() -> str:
+        return "ok"
+
+    job_id = await app.enqueue(quick)
+    outage = Outage(app.backend.complete_jobs, failures=None)
+    monkeypatch.setattr(app.backend, "complete_jobs", outage)
+    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    await wait_until(lambda: outage.refused >= 20, timeout=10)
+    assert app.current_worker is not None
+    app.current_worker.stop("test")
+    # The write gives up once the stopping worker's budget is spent; the row is left for stale recovery.
+    await asyncio.wait_for(task, 15)
+    assert await _status(app, job_id) == "processing"
