@@ -227,8 +227,9 @@ class ChaosRun:
         kind = self.rng.choice(kinds)
         if kind == "connection_kill":
             assert self.config.kill_connections is not None
+            began = time.time()
             killed = await self.config.kill_connections()
-            self.faults.append(Fault(kind, time.time()))
+            self.faults.append(Fault(kind, began, until=time.time()))
             if killed == 0:
                 self.violations.append("a connection kill found no connection of the namespace to terminate")
             return
@@ -266,6 +267,11 @@ class ChaosRun:
         try:
             rows = await self.app.list_jobs(status="processing", limit=10_000)
         except BackendUnavailableError:
+            return []
+        # A connection fault holds every write back while it lasts (a cluster failover can take
+        # seconds): a row's age counts from the end of the last one, not from before it.
+        outages = [f.ended for f in self.faults if f.kind == "connection_kill"]
+        if outages and time.time() - max(outages) < STUCK_AFTER:
             return []
         cutoff = datetime.now(UTC) - timedelta(seconds=STUCK_AFTER)
         return [f"{r['id']} ({r['args'].get('key')})" for r in rows if r["updated_at"] < cutoff]

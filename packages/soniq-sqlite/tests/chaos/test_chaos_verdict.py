@@ -42,6 +42,17 @@ def test_a_sweep_that_judged_the_live_worker_stale_explains_the_rerun_of_its_ret
     assert before_the_run.duplicates == {"unexplained": 1}
 
 
+def test_a_connection_fault_that_lasts_explains_reruns_anywhere_in_its_window() -> None:
+    runs = {"j1": [Run(pid=10, start=3.0, end=3.1, outcome="ok"), Run(pid=10, start=6.0, end=6.1, outcome="ok")]}
+    # A failover asked for at 1.0 that took until 4.0: the returned run at 3.0 was inside it.
+    lasting = judge([job()], {"id-1": done(1)}, {}, runs, faults=[Fault("connection_kill", 1.0, until=4.0)])
+    assert (lasting.duplicates, lasting.violations) == ({"connection_kill": 1}, [])
+    over_before = judge([job()], {"id-1": done(1)}, {}, runs, faults=[Fault("connection_kill", 1.0, until=2.0)])
+    assert over_before.duplicates == {"unexplained": 1}
+    after_the_rerun = judge([job()], {"id-1": done(1)}, {}, runs, faults=[Fault("connection_kill", 7.0, until=9.0)])
+    assert after_the_rerun.duplicates == {"unexplained": 1}
+
+
 def test_stale_judgments_are_read_from_sweep_lines_and_never_name_a_killed_worker() -> None:
     line = (
         "2026-12-02 17:00:0{s},000 WARNING soniq.worker: stale recovery: workers {ids}; "
