@@ -91,3 +91,39 @@ async def test_buffered_rows_start_as_slots_free_up(fast_settings: dict[str, Any
     assert sorted(done) == list(range(20))
     stats = await app.get_queue_stats()
     assert stats["done"] == 20
+
+
+async def test_buffered_rows_starting_together_share_one_start_write(
+    fast_settings: dict[str, Any], wait_until: Any
+) -> None:
+    app = Soniq("memory://", prefetch=4, **fast_settings)
+    gate = asyncio.Event()
+    started: list[int] = []
+
+    @app.job
+    async def hold(n: int) -> None:
+        started.append(n)
+        if len(started) <= 4:  # the first four hold their slots; the other four wait in the buffer
+            await gate.wait()
+
+    ids = await app.enqueue_many(hold, [{"n": i} for i in range(8)])
+    backend: Any = app.backend
+    writes: list[list[str]] = []
+    mark_started = backend.mark_started
+
+    async def recording(params: Any) -> set[str]:
+        writes.append(list(params.job_ids))
+        written: set[str] = await mark_started(params)
+        return written
+
+    backend.mark_started = recording
+    task = asyncio.create_task(app.run_worker(concurrency=4, install_signal_handlers=False))
+    await wait_until(lambda: len(started) == 4)
+    gate.set()  # four slots free at once: the four buffered rows start together
+    await wait_until(lambda: all(backend.jobs[i].status.value == "done" for i in ids))
+    # Each start is written before its handler runs, and the four that started together share one write.
+    assert sorted(i for batch in writes for i in batch) == sorted(ids)
+    assert sorted(len(batch) for batch in writes)[-1] == 4
+    assert all(backend.jobs[i].started_at is not None for i in ids)
+    app.current_worker.stop("stop")
+    await asyncio.wait_for(task, 5)

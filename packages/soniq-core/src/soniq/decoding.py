@@ -9,8 +9,9 @@ it is in.
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from soniq.speedups import loads
 
 
 def json_kind(value: Any) -> str:
@@ -35,7 +36,7 @@ def decode_json(text: Any, what: str) -> tuple[Any, str | None]:
     if not isinstance(text, str | bytes | bytearray):
         return None, f"{what}: stored as {type(text).__name__}, not JSON text"
     try:
-        return json.loads(text), None
+        return loads(text), None
     except RecursionError:
         return None, f"{what}: JSON nested deeper than Python can decode"
     except ValueError as exc:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from soniq.errors import JobArgumentsError
+from soniq.speedups import loads
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _VARIANT = "89ab"
@@ -85,7 +86,7 @@ def check_result(result: Any, *, max_bytes: int = MAX_RESULT_BYTES) -> Any:
             "elsewhere and return a reference"
         )
     try:
-        return json.loads(encoded)
+        return loads(encoded)
     except RecursionError:
         raise ResultError("job result is nested too deeply to store as JSON") from None
 

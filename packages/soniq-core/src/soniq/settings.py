@@ -26,6 +26,8 @@ MAX_CONCURRENCY = 10_000
 HEARTBEAT_TIMEOUT_FACTOR = 3
 PREFETCH_FACTOR = 10
 ENQUEUE_VALIDATION_MODES = ("strict", "warn", "none")
+EVENT_LOOPS = ("auto", "asyncio", "uvloop")
+"""Values of the `event_loop` setting (issue 18)."""
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -167,6 +169,9 @@ class Settings:
     """Per-queue limits, ``{"queue": {"max_concurrent": N, "rate_limit": "N/s"}}`` (JSON in
     ``SONIQ_QUEUE_LIMITS``), enforced by the store across every worker; kept in queue order."""
     # -- end issue 19 --
+    event_loop: str = "auto"
+    """The event loop ``soniq worker`` runs on: ``auto`` (uvloop when it is installed, as with
+    ``pip install soniq-core[speed]``), ``uvloop`` (required: refuses to start without it) or ``asyncio``."""
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks and error trackers: never with the database password.
@@ -391,6 +396,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "result_ttl": _optional_non_negative,
     # -- end issue 12 (compat-store) --
     "queue_limits": lambda name, value: _queue_limits(name, value),  # issue 19
+    "event_loop": lambda name, value: _choice(name, value, EVENT_LOOPS),  # issue 18
 }
 
 

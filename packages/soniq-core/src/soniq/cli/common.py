@@ -199,7 +199,12 @@ async def _with_app(app: Soniq, body: Callable[[Soniq], Awaitable[T]]) -> T:
             )
 
 
-def run_with_app(app: Soniq, body: Callable[[Soniq], Awaitable[T]]) -> T:
+def run_with_app(
+    app: Soniq,
+    body: Callable[[Soniq], Awaitable[T]],
+    *,
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None,
+) -> T:
     """Run `body` against the app on a fresh loop, closing the app however it ends.
 
     Like `asyncio.run`, except that the loop's teardown is bounded: `asyncio.run`
@@ -207,7 +212,7 @@ def run_with_app(app: Soniq, body: Callable[[Soniq], Awaitable[T]]) -> T:
     one handler that swallows `CancelledError` (already given up on by the
     worker) would keep a STOPPED worker's process alive for good.
     """
-    runner = asyncio.Runner()
+    runner = asyncio.Runner(loop_factory=loop_factory)
     try:
         return runner.run(_with_app(app, body))
     finally:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from soniq.cli.common import EXIT_OK, CLIError, build_app, run_with_app, split_names
 from soniq.cli.migrations import add_setup_flags, cmd_setup  # issue 13
+from soniq.speedups import worker_loop_factory
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
@@ -44,7 +45,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
             signal.signal(sig, signal.SIG_IGN)
         return summary
 
-    summary = run_with_app(app, body)
+    # Issue 18: uvloop when installed (setting event_loop: auto, uvloop or asyncio).
+    summary = run_with_app(app, body, loop_factory=worker_loop_factory(app.settings.event_loop))
     logging.getLogger("soniq").info(
         "worker %s stopped: %s, %d rows handled, %d nack'd",
         summary.worker_id,

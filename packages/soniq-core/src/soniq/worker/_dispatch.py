@@ -19,16 +19,16 @@ from soniq.bus import run_deferred
 from soniq.errors import SNOOZE_MAX_SECONDS, BackendUnavailableError
 from soniq.observers import NackEvent, job_end_event, job_start_event
 from soniq.outcomes import HandlerKind, JobOutcome
-from soniq.params import ClaimJobsParams, MarkStartedParams, NackJobParams, WaitForJobsParams
+from soniq.params import ClaimJobsParams, NackJobParams, WaitForJobsParams
 from soniq.records import DeadLetterReason, JobRecord, StaleJobPolicy
 from soniq.retry import JobRetryDelays, RetryPolicy
 from soniq.serialization import safe_text
 from soniq.worker._runs import JobRun, Outcome
+from soniq.worker.batching import StartBatcher
 from soniq.worker.cancel_watch import CANCELLED_AT_CLAIM, cancel_message
 from soniq.worker.claim_limits import ClaimLimits
 from soniq.worker.settle import Settled, Settler
 from soniq.worker.state import RunPhase
-from soniq.worker.writes import write_with_retry
 
 if TYPE_CHECKING:
     from soniq.worker.executor import Executor
@@ -82,6 +82,7 @@ class Dispatcher:
         self._write_deadline = write_deadline
         # Only when a buffer or the zombie policy needs it do we pay a write to record the handler start.
         self._defer_start_mark = settings.prefetch > 0 or settings.stale_job_policy is StaleJobPolicy.DEAD_LETTER
+        self._starts = StartBatcher(worker.backend, worker.worker_id) if self._defer_start_mark else None
         self._settler = Settler(
             worker.backend,
             worker.worker_id,
@@ -238,12 +239,10 @@ class Dispatcher:
             if run.definition is None:
                 await self._hand_back_unknown(run)
                 return
-            if self._defer_start_mark:
-                params = MarkStartedParams(worker_id=self._worker_id, job_ids=(job.id,))
-                owned = await write_with_retry(
-                    f"handler start for job {job.id}", lambda: self._backend.mark_started(params), give_up_at=None
-                )
-                if run.abandoned or (owned is not None and job.id not in owned):
+            if self._starts is not None:
+                # Runs starting together share one write (see StartBatcher); the handler waits for its row's.
+                owned = await self._starts.mark(job.id)
+                if run.abandoned or owned is False:
                     return
             if run.abandoned:
                 return

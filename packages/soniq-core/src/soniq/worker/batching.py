@@ -1,4 +1,4 @@
-"""Completion writes batched while the store is busy.
+"""Completion and handler-start writes batched while the store is busy.
 
 A `done` write is queued and the handler's slot is freed at once; one flush
 in flight at a time takes everything queued so far, so under load many
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from soniq.backend import Backend
-from soniq.params import CompleteJobsParams
+from soniq.params import CompleteJobsParams, MarkStartedParams
 from soniq.retention import completion_entry
 from soniq.worker.writes import write_with_retry
 
@@ -96,3 +96,66 @@ class CompletionBatcher:
                 future.set_exception(exc)
                 continue
             future.set_result(None if written is None else job_id in written)
+
+
+class StartBatcher:
+    """Handler-start marks (`mark_started`) batched like completions.
+
+    With `prefetch` (or the `dead_letter` zombie policy) the claim leaves
+    `started_at` empty and each run records its start just before its handler
+    is called. Every run that starts within the same event-loop tick, or while
+    the previous mark is in flight, shares one fenced write; each run still
+    awaits its own row's answer before its handler runs, so a start is always
+    durable before any user code does something. The future says whether the
+    row was written (False: this worker no longer owns it; None: the store
+    stayed unreachable, the handler runs and stale recovery judges the row).
+    """
+
+    def __init__(self, backend: Backend, worker_id: str) -> None:
+        self._backend = backend
+        self._worker_id = worker_id
+        self._pending: list[tuple[str, asyncio.Future[bool | None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    def mark(self, job_id: str) -> asyncio.Future[bool | None]:
+        future: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
+        self._pending.append((job_id, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name="soniq-start-marks")
+        return future
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            try:
+                written = await self._write([job_id for job_id, _ in batch])
+            except Exception as exc:
+                if len(batch) == 1:
+                    _fail(batch[0][1], exc)
+                    continue
+                logger.warning("handler-start batch of %d refused (%s); writing its rows one by one", len(batch), exc)
+                for job_id, future in batch:
+                    try:
+                        one = await self._write([job_id])
+                    except Exception as exc:
+                        _fail(future, exc)
+                        continue
+                    _answer(future, None if one is None else job_id in one)
+                continue
+            for job_id, future in batch:
+                _answer(future, None if written is None else job_id in written)
+
+    async def _write(self, job_ids: list[str]) -> set[str] | None:
+        params = MarkStartedParams(worker_id=self._worker_id, job_ids=job_ids)
+        what = f"handler start for job {job_ids[0]}" if len(job_ids) == 1 else f"handler start for {len(job_ids)} jobs"
+        return await write_with_retry(what, functools.partial(self._backend.mark_started, params), give_up_at=None)
+
+
+def _answer(future: asyncio.Future[bool | None], value: bool | None) -> None:
+    if not future.done():
+        future.set_result(value)
+
+
+def _fail(future: asyncio.Future[bool | None], exc: BaseException) -> None:
+    if not future.done():
+        future.set_exception(exc)
