@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Benchmark this repository's soniq against soniq 0.1.0, pgqueuer, procrastinate and raw asyncpg.
+"""Benchmark this repository's soniq against soniq 0.1.0, pgqueuer, procrastinate, arq and raw asyncpg.
 
-    python benchmarks/run.py [--quick] [--only NAME,...] [--runs N] [--json out.json]
+    python benchmarks/run.py [--quick] [--only NAME,...] [--metrics KEY,...] [--runs N] [--json out.json]
 
 Runs with any Python 3.11+ (standard library only). Each system gets its own
 virtualenv under benchmarks/.envs/<name> and its own fresh database
@@ -9,7 +9,9 @@ bench_<name> on postgresql://postgres@127.0.0.1:5432; its driver
 (drivers/<name>_driver.py) runs inside that venv and prints one JSON line per
 measurement. Repetitions are interleaved across systems (rep 1 of every
 system, then rep 2, ...) so that drift in the machine's load hits all of them
-alike; each figure is the median over the repetitions.
+alike; each figure is the median over the repetitions. The Redis metric
+uses database BENCH_REDIS_DB (default 12) on 127.0.0.1:6379 and deletes only
+the keys its systems created.
 """
 
 from __future__ import annotations
@@ -40,38 +42,51 @@ RESULTS = BENCH / "results"
 LOG_DIR = Path(os.environ.get("BENCH_LOG_DIR", tempfile.gettempdir())) / "soniq-bench-logs"
 
 # name -> pip arguments (installed into .envs/<name>)
+OURS_PACKAGES = ("soniq-core", "soniq-postgres", "soniq-sqlite", "soniq-redis")
+_OURS = [arg for package in OURS_PACKAGES for arg in ("-e", str(REPO / "packages" / package))]
 INSTALLS: dict[str, list[str]] = {
-    "ours": [
-        "-e",
-        str(REPO / "packages/soniq-core"),
-        "-e",
-        str(REPO / "packages/soniq-postgres"),
-        "-e",
-        str(REPO / "packages/soniq-sqlite"),
-    ],
+    # py-spy is for profile_worker.py only: installed, never imported by a worker.
+    "ours": [*_OURS, "py-spy"],
+    # The same sources plus the optional speed-ups the worker uses when they are importable
+    # (installed directly, so this works whether or not soniq-core has a `speed` extra).
+    "ours-speed": [*_OURS, "uvloop", "orjson", "py-spy"],
     "soniq010": ["soniq[sqlite]==0.1.0"],
     "pgqueuer": ["pgqueuer", "asyncpg"],
     "procrastinate": ["procrastinate", "psycopg[binary,pool]", "asyncpg"],
+    "arq": ["arq", "asyncpg"],
     "raw": ["asyncpg"],
 }
-SYSTEMS = ("ours", "soniq010", "pgqueuer", "procrastinate", "raw")
+SYSTEMS = ("ours", "ours-speed", "soniq010", "pgqueuer", "procrastinate", "arq", "raw")
 
 
 @dataclass(frozen=True)
 class Column:
-    """One column of the table: a system, or the raw loop at one batch size."""
+    """One column of the table: a system in one configuration, or the raw loop at one batch size."""
 
     label: str
     env_name: str
     driver: str
     extra_env: dict[str, str] = field(default_factory=dict)
+    metrics: tuple[str, ...] | None = None  # None: every metric that allows this column
 
+
+# The process and latency metrics only: what the optional speed-ups can change.
+SPEED_METRICS = ("process_1w", "process_2w", "latency_p50", "sqlite", "redis_1w")
 
 COLUMNS = (
     Column("ours", "ours", "ours_driver.py"),
+    Column("ours-speed", "ours-speed", "ours_driver.py", metrics=SPEED_METRICS),
     Column("soniq010", "soniq010", "soniq010_driver.py"),
-    Column("pgqueuer", "pgqueuer", "pgqueuer_driver.py"),
+    Column("pgqueuer", "pgqueuer", "pgqueuer_driver.py", {"BENCH_PGQ_MODE": "default"}),
+    Column(
+        "pgqueuer-eq",
+        "pgqueuer",
+        "pgqueuer_driver.py",
+        {"BENCH_PGQ_MODE": "eq"},
+        metrics=("process_1w", "process_2w", "latency_p50"),
+    ),
     Column("procrastinate", "procrastinate", "procrastinate_driver.py"),
+    Column("arq", "arq", "arq_driver.py", metrics=("redis_1w",)),
     Column("raw1", "raw", "raw_driver.py", {"BENCH_RAW_BATCH": "1"}),
     Column("raw50", "raw", "raw_driver.py", {"BENCH_RAW_BATCH": "50"}),
 )
@@ -97,12 +112,27 @@ class Sizes:
     backlog: int
     latency_jobs: int
     timeout: float
+    depth_rows: int = 1_000_000
+    memory_jobs: int = 200_000
+    memory_mark: int = 10_000
+    prefetch: int = 10
 
 
 FULL = Sizes(runs=3, single=5_000, bulk=5_000, process=5_000, backlog=100_000, latency_jobs=200, timeout=240)
-QUICK = Sizes(runs=1, single=1_000, bulk=5_000, process=2_000, backlog=100_000, latency_jobs=200, timeout=90)
+QUICK = Sizes(
+    runs=1,
+    single=1_000,
+    bulk=5_000,
+    process=2_000,
+    backlog=100_000,
+    latency_jobs=200,
+    timeout=90,
+    memory_jobs=50_000,
+)
 
 ENQUEUERS = ("ours", "soniq010", "pgqueuer", "procrastinate", "raw1")
+# Pruning as busy as it gets: a pass every 0.1 s (each pass deletes batches until nothing has expired).
+DEPTH_WORKER_ENV = ("--worker-env", "SONIQ_PRUNE_INTERVAL=0.1")
 
 
 def metrics_for(sizes: Sizes) -> list[Metric]:
@@ -146,6 +176,57 @@ def metrics_for(sizes: Sizes) -> list[Metric]:
             "jobs/s",
         ),
         Metric(
+            "prefetch_1w",
+            f"process {sizes.process:,}, 1 worker x10, prefetch {sizes.prefetch}",
+            ["process", str(sizes.process), "--workers", "1", "--worker-env", f"SONIQ_PREFETCH={sizes.prefetch}", *t],
+            "rate",
+            "jobs/s",
+            ("ours",),
+        ),
+        Metric(
+            "depth_1m",
+            f"process {sizes.process:,} beside {sizes.depth_rows:,} done rows, pruning",
+            [
+                "process",
+                str(sizes.process),
+                "--workers",
+                "1",
+                "--done-rows",
+                str(sizes.depth_rows),
+                *DEPTH_WORKER_ENV,
+                *t,
+            ],
+            "rate",
+            "jobs/s",
+            ("ours",),
+        ),
+        Metric(
+            "memory",
+            f"RSS after {sizes.memory_jobs:,} jobs / after {sizes.memory_mark:,}",
+            [
+                "process",
+                str(sizes.memory_jobs),
+                "--workers",
+                "1",
+                "--rss-at",
+                str(sizes.memory_mark),
+                "--timeout",
+                str(max(sizes.timeout, sizes.memory_jobs / 500)),
+            ],
+            "rss_growth",
+            "x",
+            ("ours",),
+            higher_is_better=False,
+        ),
+        Metric(
+            "redis_1w",
+            f"Redis: process {sizes.process:,}, 1 worker x10",
+            ["process", str(sizes.process), "--redis", "--workers", "1", *t],
+            "rate",
+            "jobs/s",
+            ("ours", "ours-speed", "arq"),
+        ),
+        Metric(
             "latency_p50",
             "pickup latency p50",
             ["latency", "--jobs", str(sizes.latency_jobs)],
@@ -160,7 +241,7 @@ def metrics_for(sizes: Sizes) -> list[Metric]:
             ["process", str(sizes.process), "--sqlite", "--workers", "1", *t],
             "rate",
             "jobs/s",
-            ("ours", "soniq010"),
+            ("ours", "ours-speed", "soniq010"),
         ),
     ]
 
@@ -170,7 +251,16 @@ DERIVED = (
     ("latency_p95", "pickup latency p95", "latency_p50", "p95_ms", "ms"),
     ("rss_busy", "worker RSS after processing", "process_1w", "rss_mb", "MiB"),
     ("rss_idle", "worker RSS idle (after 1 job)", "sigterm", "idle_rss_mb", "MiB"),
+    ("rss_mark", "worker RSS at the first mark", "memory", "rss_mark_mb", "MiB"),
+    ("rss_end", "worker RSS at the end", "memory", "rss_mb", "MiB"),
+    ("depth_pruned", "old rows pruned during the run", "depth_1m", "old_rows_pruned", "rows"),
 )
+
+
+def runs_on(column: Column, metric: Metric) -> bool:
+    return (metric.columns is None or column.label in metric.columns) and (
+        column.metrics is None or metric.key in column.metrics
+    )
 
 
 # -- environments -------------------------------------------------------------
@@ -198,10 +288,16 @@ def installed_versions(name: str) -> dict[str, str]:
         "soniq-core",
         "soniq-postgres",
         "soniq-sqlite",
+        "soniq-redis",
         "pgqueuer",
         "procrastinate",
+        "arq",
+        "redis",
         "asyncpg",
         "psycopg",
+        "uvloop",
+        "orjson",
+        "typer",
     }
     out = subprocess.run(
         [str(venv_python(name)), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
@@ -218,7 +314,7 @@ def installed_versions(name: str) -> dict[str, str]:
 def source_fingerprint() -> str:
     """Short hash of ours' sources: the venv is editable, so edits during a session show up here."""
     digest = hashlib.sha1()
-    for package in ("soniq-core", "soniq-postgres", "soniq-sqlite"):
+    for package in OURS_PACKAGES:
         for path in sorted((REPO / "packages" / package / "src").rglob("*.py")):
             digest.update(str(path.relative_to(REPO)).encode())
             digest.update(path.read_bytes())
@@ -291,56 +387,125 @@ def paired_ratio(
 
 
 def evaluate_targets(
-    summary: dict[str, dict[str, float | None]], raw: dict[str, dict[str, list[dict[str, Any]]]]
+    summary: dict[str, dict[str, float | None]], raw: dict[str, dict[str, list[dict[str, Any]]]], sizes: Sizes
 ) -> list[dict[str, Any]]:
+    """Every target of issue 18 (and the earlier ones still held), measured in this run.
+
+    A ratio is paired (see `paired_ratio`); `info` rows have no bound: they
+    show what the optional speed-ups (uvloop, orjson) change.
+    """
     ours = summary.get("ours", {})
-    checks = [
+
+    def pr(a: str, ma: str, b: str, mb: str, field_name: str = "rate") -> float | None:
+        return paired_ratio(raw, (a, ma), (b, mb), field_name)
+
+    checks: list[tuple[str, float | None, float | None, str, str]] = [
         (
-            "processing >= 2x pgqueuer (1 worker)",
-            paired_ratio(raw, ("ours", "process_1w"), ("pgqueuer", "process_1w")),
+            "processing >= 2x pgqueuer, default CLI (1 worker)",
+            pr("ours", "process_1w", "pgqueuer", "process_1w"),
             2.0,
             ">=",
+            "x",
         ),
         (
-            "processing >= 2x pgqueuer (2 workers)",
-            paired_ratio(raw, ("ours", "process_2w"), ("pgqueuer", "process_2w")),
+            "processing >= 2x pgqueuer, default CLI (2 workers)",
+            pr("ours", "process_2w", "pgqueuer", "process_2w"),
             2.0,
             ">=",
+            "x",
         ),
         (
-            "processing >= 0.25x raw batched limit (1 worker)",
-            paired_ratio(raw, ("ours", "process_1w"), ("raw50", "process_1w")),
+            "processing >= 2x pgqueuer, equal concurrency (1 worker)",
+            pr("ours", "process_1w", "pgqueuer-eq", "process_1w"),
+            2.0,
+            ">=",
+            "x",
+        ),
+        (
+            "processing >= 2x pgqueuer, equal concurrency (2 workers)",
+            pr("ours", "process_2w", "pgqueuer-eq", "process_2w"),
+            2.0,
+            ">=",
+            "x",
+        ),
+        (
+            "processing >= 0.5x raw 50-row claim loop (1 worker)",
+            pr("ours", "process_1w", "raw50", "process_1w"),
+            0.5,
+            ">=",
+            "x",
+        ),
+        (
+            "processing >= 0.25x raw 50-row claim loop (2 workers)",
+            pr("ours", "process_2w", "raw50", "process_2w"),
             0.25,
             ">=",
+            "x",
         ),
         (
-            "processing >= 0.25x raw batched limit (2 workers)",
-            paired_ratio(raw, ("ours", "process_2w"), ("raw50", "process_2w")),
-            0.25,
-            ">=",
-        ),
-        ("100k queued >= 0.8x of 5k queued", paired_ratio(raw, ("ours", "backlog"), ("ours", "process_1w")), 0.8, ">="),
-        (
-            "single enqueue >= 0.9x raw INSERT+NOTIFY",
-            paired_ratio(raw, ("ours", "enqueue_single"), ("raw1", "enqueue_single")),
+            f"prefetch {sizes.prefetch} >= 0.9x prefetch 0 (1 worker)",
+            pr("ours", "prefetch_1w", "ours", "process_1w"),
             0.9,
             ">=",
+            "x",
         ),
         (
-            "bulk enqueue >= 0.7x raw COPY",
-            paired_ratio(raw, ("ours", "enqueue_bulk"), ("raw1", "enqueue_bulk")),
-            0.7,
+            "single enqueue >= 0.9x raw INSERT+NOTIFY",
+            pr("ours", "enqueue_single", "raw1", "enqueue_single"),
+            0.9,
             ">=",
+            "x",
         ),
-        ("pickup latency p50 <= 3 ms", ours.get("latency_p50"), 3.0, "<="),
-        ("pickup latency p95 <= 6 ms", ours.get("latency_p95"), 6.0, "<="),
-        ("idle SIGTERM to exit <= 100 ms", ours.get("sigterm"), 100.0, "<="),
-        ("SQLite >= 2,000 jobs/s", ours.get("sqlite"), 2000.0, ">="),
+        ("bulk enqueue >= 0.7x raw COPY", pr("ours", "enqueue_bulk", "raw1", "enqueue_bulk"), 0.7, ">=", "x"),
+        (
+            f"{sizes.depth_rows:,} done rows + pruning >= 0.9x of an empty table",
+            pr("ours", "depth_1m", "ours", "process_1w"),
+            0.9,
+            ">=",
+            "x",
+        ),
+        (
+            f"{sizes.backlog:,} queued >= 0.9x of {sizes.process:,} queued",
+            pr("ours", "backlog", "ours", "process_1w"),
+            0.9,
+            ">=",
+            "x",
+        ),
+        (
+            f"RSS after {sizes.memory_jobs:,} jobs <= 1.1x after {sizes.memory_mark:,}",
+            ours.get("memory"),
+            1.1,
+            "<=",
+            "x",
+        ),
+        ("Redis: processing >= 1x arq", pr("ours", "redis_1w", "arq", "redis_1w"), 1.0, ">=", "x"),
+        ("SQLite >= 9,000 jobs/s", ours.get("sqlite"), 9000.0, ">=", "jobs/s"),
+        ("pickup latency p50 <= 3 ms", ours.get("latency_p50"), 3.0, "<=", "ms"),
+        ("pickup latency p95 <= 6 ms", ours.get("latency_p95"), 6.0, "<=", "ms"),
+        ("idle SIGTERM to exit <= 100 ms", ours.get("sigterm"), 100.0, "<=", "ms"),
     ]
+    for key, what in (
+        ("process_1w", "processing, 1 worker"),
+        ("process_2w", "processing, 2 workers"),
+        ("sqlite", "SQLite processing"),
+        ("redis_1w", "Redis processing"),
+    ):
+        checks.append((f"info: ours-speed / ours, {what}", pr("ours-speed", key, "ours", key), None, "info", "x"))
+    checks.append(
+        (
+            "info: ours-speed / ours, pickup latency p50",
+            pr("ours-speed", "latency_p50", "ours", "latency_p50", "p50_ms"),
+            None,
+            "info",
+            "x",
+        )
+    )
     out = []
-    for name, measured, bound, op in checks:
-        passed = None if measured is None else (measured >= bound if op == ">=" else measured <= bound)
-        out.append({"target": name, "measured": measured, "bound": bound, "op": op, "passed": passed})
+    for name, measured, bound, op, unit in checks:
+        passed = None
+        if measured is not None and bound is not None:
+            passed = measured >= bound if op == ">=" else measured <= bound
+        out.append({"target": name, "measured": measured, "bound": bound, "op": op, "unit": unit, "passed": passed})
     return out
 
 
@@ -354,6 +519,8 @@ def fmt(value: float | None, unit: str) -> str:
         return f"{value:.1f}" if value < 100 else f"{value:,.0f}"
     if unit == "MiB":
         return f"{value:.0f}"
+    if unit == "x":
+        return f"{value:.3f}"
     return f"{value:,.0f}"
 
 
@@ -386,16 +553,19 @@ def render_table(
 def render_targets(targets: list[dict[str, Any]]) -> str:
     lines = ["| target | measured | verdict |", "|---|---|---|"]
     for t in targets:
-        measured = (
-            "-"
-            if t["measured"] is None
-            else (
-                f"{t['measured']:.2f}x"
-                if "x " in t["target"] or "x of" in t["target"] or "x raw" in t["target"] or "x pgqueuer" in t["target"]
-                else f"{t['measured']:,.1f}"
-            )
-        )
-        verdict = "n/a" if t["passed"] is None else ("PASS" if t["passed"] else "FAIL")
+        value = t["measured"]
+        unit = t.get("unit", "")
+        if value is None:
+            measured = "-"
+        elif unit == "x":
+            measured = f"{value:.2f}x"
+        elif unit == "ms":
+            measured = f"{value:.1f} ms"
+        else:
+            measured = f"{value:,.0f} {unit}".rstrip()
+        verdict = {None: "n/a", True: "PASS", False: "FAIL"}[t["passed"]]
+        if t["op"] == "info":
+            verdict = "info"
         lines.append(f"| {t['target']} | {measured} | {verdict} |")
     return "\n".join(lines)
 
@@ -440,14 +610,111 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+# -- the plan ---------------------------------------------------------------------
+
+# Rough seconds per driver call in a full run on the 2-core machine (start-up, fill, the
+# measurement, the stop), for the estimate printed before a run. Columns not listed here
+# take the metric's "*" figure.
+GUESS_SECONDS: dict[str, dict[str, float]] = {
+    "enqueue_single": {"*": 3, "soniq010": 6, "procrastinate": 6},
+    "enqueue_bulk": {"*": 1},
+    "process_1w": {"*": 3, "soniq010": 9, "procrastinate": 15, "raw1": 4},
+    "process_2w": {"*": 3, "soniq010": 9, "procrastinate": 13, "raw1": 3},
+    "prefetch_1w": {"*": 3},
+    "backlog": {"*": 4, "soniq010": 155, "pgqueuer": 31, "procrastinate": 17, "raw1": 7},
+    # the first call also builds the template (about 45 s); later ones copy it
+    "depth_1m": {"*": 25},
+    "memory": {"*": 40},
+    "redis_1w": {"*": 5, "arq": 27},
+    "latency_p50": {"*": 6},
+    "sigterm": {"*": 2},
+    "sqlite": {"*": 2, "soniq010": 42},
+}
+SCALES_WITH_PROCESS = ("process_1w", "process_2w", "prefetch_1w", "redis_1w", "sqlite")
+
+
+def estimate_seconds(plan: list[tuple[Metric, Column]], sizes: Sizes) -> float:
+    """Seconds one repetition of `plan` takes, roughly (the runner's own overhead included)."""
+    total = 0.0
+    for metric, column in plan:
+        guesses = GUESS_SECONDS.get(metric.key, {"*": 5})
+        seconds = guesses.get(column.label, guesses["*"])
+        if metric.key in SCALES_WITH_PROCESS:
+            seconds = 1 + (seconds - 1) * sizes.process / FULL.process
+        elif metric.key == "memory":
+            seconds *= sizes.memory_jobs / FULL.memory_jobs
+        total += seconds + 0.5
+    return total
+
+
+def measure(
+    runs: int,
+    metrics: list[Metric],
+    columns: list[Column],
+    sizes: Sizes,
+    raw: dict[str, dict[str, list[dict[str, Any]]]],
+    fingerprints: set[str],
+) -> None:
+    """Every (metric, column) once per repetition, repetitions one after another; results into `raw`."""
+    for rep in range(runs):
+        for metric in metrics:
+            for column in columns:
+                if not runs_on(column, metric):
+                    continue
+                print(f"[run {rep + 1}/{runs}] {metric.key:<15} {column.label:<14}", end=" ", flush=True)
+                result = call_driver(column, metric.args, timeout=sizes.timeout * 2 + 300)
+                if column.driver == "ours_driver.py":
+                    result["source"] = source_fingerprint()
+                    fingerprints.add(result["source"])
+                raw[column.label].setdefault(metric.key, []).append(result)
+                value = result.get(metric.field)
+                shown = result.get("error") or (
+                    f"{value:,.3f} {metric.unit}"
+                    if metric.unit == "x" and isinstance(value, (int, float))
+                    else f"{value:,.1f} {metric.unit}"
+                    if isinstance(value, (int, float))
+                    else "-"
+                )
+                flag = " (timed out: partial)" if result.get("timed_out") else ""
+                print(f"{shown}{flag}  [{result.get('wall_s', '?')}s]", flush=True)
+
+
+def source_version() -> dict[str, Any]:
+    """The commit measured, and whether ours' packages or the harness differed from it."""
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30
+            ).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+
+    paths = [str(REPO / "packages" / p) for p in OURS_PACKAGES] + [str(BENCH)]
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", *paths)
+    return {
+        "git_commit": git("rev-parse", "HEAD"),
+        "git_describe": git("log", "-1", "--format=%h %s"),
+        "uncommitted_changes": changed.splitlines(),
+    }
+
+
 # -- main -----------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1 run, smaller N: a few minutes")
-    parser.add_argument("--only", default=None, help=f"comma-separated systems from {', '.join(SYSTEMS)}")
-    parser.add_argument("--metrics", default=None, help="comma-separated metric keys (default: all)")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help=f"comma-separated systems ({', '.join(SYSTEMS)}) or columns ({', '.join(c.label for c in COLUMNS)})",
+    )
+    parser.add_argument(
+        "--metrics",
+        default=None,
+        help=f"comma-separated metric keys (default: all): {', '.join(m.key for m in metrics_for(FULL))}",
+    )
     parser.add_argument("--runs", type=int, default=None, help="repetitions (default: 3, quick: 1)")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--reinstall", action="store_true", help="recreate the venvs")
@@ -469,23 +736,40 @@ def main(argv: list[str] | None = None) -> int:
         sizes = Sizes(**previous["sizes"])
     runs = args.runs or sizes.runs
     only = [s.strip() for s in args.only.split(",")] if args.only else list(SYSTEMS)
-    unknown = sorted(set(only) - set(SYSTEMS))
+    labels_known = {c.label for c in COLUMNS}
+    unknown = sorted(set(only) - set(SYSTEMS) - labels_known)
     if unknown:
-        parser.error(f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)}")
-    columns = [c for c in COLUMNS if c.env_name in only]
+        parser.error(
+            f"unknown system(s) {', '.join(unknown)}; choose from {', '.join(SYSTEMS)} "
+            f"or the columns {', '.join(c.label for c in COLUMNS)}"
+        )
+    columns = [c for c in COLUMNS if c.env_name in only or c.label in only]
     if previous is not None:
         columns = [c for c in COLUMNS if c.label in previous["raw"]]
     metrics = metrics_for(sizes)
     if args.metrics:
         keys = {k.strip() for k in args.metrics.split(",")}
+        unknown = sorted(keys - {m.key for m in metrics})
+        if unknown:
+            parser.error(f"unknown metric(s) {', '.join(unknown)}; choose from {', '.join(m.key for m in metrics)}")
         metrics = [m for m in metrics if m.key in keys]
+    columns = [c for c in columns if previous is not None or any(runs_on(c, m) for m in metrics)]
 
     ENVS.mkdir(exist_ok=True)
     RESULTS.mkdir(exist_ok=True)
     if previous is None:
         shutil.rmtree(LOG_DIR, ignore_errors=True)
-        for name in dict.fromkeys([*only, "raw"]):
+        for name in dict.fromkeys([*(c.env_name for c in columns), "raw"]):
             ensure_env(name, reinstall=args.reinstall)
+        plan = [(m, c) for m in metrics for c in columns if runs_on(c, m)]
+        estimate = estimate_seconds(plan, sizes) * runs
+        print(
+            f"[plan] {len(plan) * runs} measurements ({runs} interleaved repetitions of {len(plan)}); "
+            f"estimated {estimate / 60:.0f} min",
+            flush=True,
+        )
+    # Names this session's one-off fixtures (the depth metric's template database).
+    os.environ["BENCH_RUN_ID"] = f"{os.getpid()}-{time.time_ns()}"
 
     started = time.time()
     load_before = os.getloadavg()
@@ -495,23 +779,13 @@ def main(argv: list[str] | None = None) -> int:
         raw = previous["raw"]
         fingerprints = set(previous.get("ours_sources", []))
         load_before = tuple(previous["load_average_before"])
-    for rep in range(runs if previous is None else 0):
-        for metric in metrics:
-            for column in columns:
-                if metric.columns is not None and column.label not in metric.columns:
-                    continue
-                print(f"[run {rep + 1}/{runs}] {metric.key:<15} {column.label:<14}", end=" ", flush=True)
-                result = call_driver(column, metric.args, timeout=sizes.timeout * 2 + 300)
-                if column.env_name == "ours":
-                    result["source"] = source_fingerprint()
-                    fingerprints.add(result["source"])
-                raw[column.label].setdefault(metric.key, []).append(result)
-                value = result.get(metric.field)
-                shown = result.get("error") or (
-                    f"{value:,.1f} {metric.unit}" if isinstance(value, (int, float)) else "-"
-                )
-                flag = " (timed out: partial)" if result.get("timed_out") else ""
-                print(f"{shown}{flag}  [{result.get('wall_s', '?')}s]", flush=True)
+    try:
+        measure(runs if previous is None else 0, metrics, columns, sizes, raw, fingerprints)
+    finally:
+        if previous is None and any(m.key == "depth_1m" for m in metrics):
+            ours = next((c for c in COLUMNS if c.label == "ours"), None)
+            if ours is not None and ours in columns:
+                call_driver(ours, ["drop-template"], timeout=120)
 
     summary: dict[str, dict[str, float | None]] = {}
     flags: dict[str, dict[str, str]] = {}
@@ -538,7 +812,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append((key, title, unit))
     labels = [c.label for c in columns]
     table = render_table(rows, summary, flags, labels)
-    targets = evaluate_targets(summary, raw)
+    targets = evaluate_targets(summary, raw, sizes)
     load_after = os.getloadavg() if previous is None else tuple(previous["load_average_after"])
     machine = machine_info() if previous is None else previous["machine"]
     seconds = time.time() - started if previous is None else previous["seconds"]
@@ -563,8 +837,13 @@ def main(argv: list[str] | None = None) -> int:
             "the 'source' field of each result in the JSON says which)"
         )
 
+    version = source_version() if previous is None else previous.get("source_version", {})
+    if version.get("git_commit"):
+        dirty = " (+ uncommitted changes)" if version.get("uncommitted_changes") else ""
+        print(f"\nsource: {version['git_commit']}{dirty}")
     report = {
         "mode": "quick" if args.quick else "full",
+        "source_version": version,
         "runs": runs,
         "sizes": sizes.__dict__,
         "finished_at": finished.isoformat(timespec="seconds"),

@@ -1,4 +1,4 @@
-"""The bench job for pgqueuer, and its worker: `python jobs_pgqueuer.py CONCURRENCY`."""
+"""The bench job for pgqueuer: the factory `pgq run jobs_pgqueuer:create` loads (see pgq_cli.py)."""
 
 from __future__ import annotations
 
@@ -28,19 +28,3 @@ async def create() -> AsyncIterator[PgQueuer]:
         yield pgq
     finally:
         await connection.close()
-
-
-if __name__ == "__main__":
-    # `pgq run` of pgqueuer 1.6.0 crashes at start in its log set-up (a str where
-    # it expects an enum), so this calls what the CLI calls: `pgq run
-    # jobs_pgqueuer:create --max-concurrent-tasks C --batch-size C/2` (pgqueuer
-    # requires max_concurrent_tasks >= 2 x batch_size).
-    import asyncio
-    import logging
-    import sys
-
-    import pgqueuer
-
-    logging.basicConfig(level=logging.INFO)
-    concurrency = int(sys.argv[1])
-    asyncio.run(pgqueuer.run(create, max_concurrent_tasks=concurrency, batch_size=max(1, concurrency // 2)))
