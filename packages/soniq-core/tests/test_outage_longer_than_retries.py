@@ -60,7 +60,8 @@ async def test_a_done_write_outlasting_every_retry_delay_still_lands_while_the_w
         await wait_until(lambda: outage.refused >= 12, timeout=10)
         await wait_until(lambda: _is_done(app, job_id), timeout=10)
         row = await app.get_job(job_id)
-        assert row is not None and row["status"] == "done"
+        assert row is not None
+        assert row["status"] == "done"
     finally:
         assert app.current_worker is not None
         app.current_worker.stop("test")

@@ -192,7 +192,7 @@ class Dispatcher:
         try:
             self._announce(run, run.kind)
             run.phase = RunPhase.SETTLING
-            settled = await self._settler.cancelled(run, message, give_up_at=self._write_deadline())
+            settled = await self._settler.cancelled(run, message, give_up_at=self._write_deadline)
             self._job_end(run, settled)
             if self._bus.defers:
                 await run_deferred()  # compat-jobs: async hooks
@@ -260,7 +260,7 @@ class Dispatcher:
         run.phase = RunPhase.SETTLING
         error = safe_text(f"the stored row could not be decoded: {decode_error}")
         settled = await self._settler.dead_letter(
-            run, DeadLetterReason.CORRUPT_ROW.value, error, give_up_at=self._write_deadline()
+            run, DeadLetterReason.CORRUPT_ROW.value, error, give_up_at=self._write_deadline
         )
         self._job_end(run, settled)
         if self._bus.defers:
@@ -342,9 +342,9 @@ class Dispatcher:
             self._summary.stuck_job_ids.append(run.job.id)
         if run.cancel_reached:  # issue 19: a cancel request reached the run before it ended
             message = cancel_message(run, outcome)
-            settled = await self._settler.cancelled(run, message, give_up_at=self._write_deadline())
+            settled = await self._settler.cancelled(run, message, give_up_at=self._write_deadline)
         else:
-            settled = await self._settler.settle(run, outcome, give_up_at=self._write_deadline())
+            settled = await self._settler.settle(run, outcome, give_up_at=self._write_deadline)
         self._job_end(run, settled, None if run.cancel_reached else outcome.error)
         if self._bus.defers:
             await run_deferred()  # compat-jobs: async after_job / on_error hooks

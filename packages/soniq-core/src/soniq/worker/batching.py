@@ -82,7 +82,7 @@ class CompletionBatcher:
         return await write_with_retry(
             f"done for {count} jobs",
             functools.partial(self._backend.complete_jobs, params),
-            give_up_at=self._give_up_at(),
+            give_up_at=self._give_up_at,
         )
 
     async def _write_each(self, batch: list[tuple[str, Any, asyncio.Future[bool | None]]]) -> None:
