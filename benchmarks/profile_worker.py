@@ -46,13 +46,17 @@ def frame_name(frame: str) -> str:
     return f"{name} ({path})"
 
 
-IDLE_LEAVES = (".select (selectors.py)", "select (", "run (uvloop", "run_forever (uvloop")
+IDLE_LEAVES = (".select (selectors.py)", "select (")
+# Under uvloop the loop itself is C: a sample whose innermost Python frame is the one that
+# started the loop is idle in epoll or in uvloop's own I/O work (py-spy cannot tell which
+# without --native), so it is counted apart rather than as that frame's own time.
+NATIVE_LOOP_LEAVES = ("Runner.run (asyncio/runners.py)", "run (uvloop/__init__.py)", "run_until_complete (")
 
 
 def summarise(path: Path, top: int) -> list[str]:
     own: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
-    total = idle = 0
+    total = idle = native_loop = 0
     for line in path.read_text().splitlines():
         stack, _, count_text = line.rpartition(" ")
         if not stack:
@@ -66,11 +70,18 @@ def summarise(path: Path, top: int) -> list[str]:
         if leaf.endswith(IDLE_LEAVES[0]) or leaf.startswith(IDLE_LEAVES[1:]):
             idle += count
             continue
+        if leaf.startswith(NATIVE_LOOP_LEAVES):
+            native_loop += count
+            continue
         own[leaf] += count
         for name in set(frames):
             inclusive[name] += count
-    busy = max(1, total - idle)
-    lines = [f"{total} samples, {idle} idle in the event loop ({100 * idle / max(1, total):.0f}%), {busy} busy"]
+    busy = max(1, total - idle - native_loop)
+    share = 100 / max(1, total)
+    lines = [f"{total} samples: {idle} idle in the event loop's select ({idle * share:.0f}%)"]
+    if native_loop:
+        lines.append(f"  {native_loop} in uvloop's native loop, idle or its own I/O ({native_loop * share:.0f}%)")
+    lines.append(f"  {busy} busy in Python code ({busy * share:.0f}%)")
     lines += ["", "own time (% of busy samples):"]
     lines += [f"  {100 * count / busy:5.1f}%  {name}" for name, count in own.most_common(top)]
     lines += ["", "inclusive time (% of busy samples):"]

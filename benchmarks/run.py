@@ -630,7 +630,7 @@ GUESS_SECONDS: dict[str, dict[str, float]] = {
     "sigterm": {"*": 2},
     "sqlite": {"*": 2, "soniq010": 42},
 }
-SCALES_WITH_PROCESS = ("process_1w", "process_2w", "prefetch_1w", "redis_1w", "sqlite")
+SCALES_WITH_PROCESS = ("process_1w", "process_2w", "prefetch_1w", "backlog", "redis_1w", "sqlite")
 
 
 def estimate_seconds(plan: list[tuple[Metric, Column]], sizes: Sizes) -> float:
