@@ -60,7 +60,7 @@ async def test_migration_6_upgrades_a_protocol_3_database_keeping_its_rows(
 
     status = await backend.schema_status()
     assert status.up_to_date
-    assert status.current_version == 6
+    assert status.current_version == 7
     old = await backend.get_job(GetJobParams("old-queued"))
     assert old is not None
     assert (old.depends_on, old.waiting_on, old.dependency_policy.value, old.limit_key, old.cancel_requested) == (

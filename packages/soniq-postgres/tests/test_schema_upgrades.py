@@ -1,7 +1,8 @@
 """A schema made by an older soniq-postgres upgrades to the latest migration, keeping its rows:
 from version 1 (through `job_names`, 2), from version 2 (worker state and dashboard indexes, 3) and from version 3,
 up to schedules, the leader lease and `expires_at` (4), dedup keys with producer ids (5), and from
-version 5 to protocol 4's dependencies, limits, cancel requests and watched rows (6)."""
+version 5 to protocol 4's dependencies, limits, cancel requests and watched rows (6), and from version 6 to
+the claim-only indexing of queued rows (7)."""
 
 from __future__ import annotations
 
@@ -38,23 +39,29 @@ async def _schema_at(raw: asyncpg.Connection, namespace: str, version: int) -> s
     return quoted
 
 
-@pytest.mark.parametrize("start", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("start", [1, 2, 3, 4, 5, 6])
 async def test_an_older_schema_upgrades_to_the_latest_and_keeps_its_workers(
     start: int, make_backend: Callable[..., Awaitable[PostgresBackend]], raw: asyncpg.Connection, namespace: str
 ) -> None:
-    assert LATEST_VERSION == 6
+    assert LATEST_VERSION == 7
     quoted = await _schema_at(raw, namespace, start)
 
     backend = await make_backend()
 
     versions = await raw.fetch(f"SELECT version FROM {quoted}.soniq_migrations ORDER BY version")
-    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5, 6]
+    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5, 6, 7]
     (old,) = await backend.list_workers()
     assert old.id == "old"
     assert old.job_names == (None if start == 1 else ("app.old",))
     assert (old.state, old.state_changed_at, old.last_shutdown) == (None, None, None)
     indexes = await raw.fetch("SELECT indexname FROM pg_indexes WHERE schemaname = $1", namespace)
-    assert {row["indexname"] for row in indexes} >= {*DASHBOARD_INDEXES, "soniq_jobs_dedup_idx"}
+    names = {row["indexname"] for row in indexes}
+    assert names >= {*DASHBOARD_INDEXES, "soniq_jobs_dedup_idx", "soniq_jobs_waiting_idx"}
+    # Migration 7: queued rows are in the claim indexes only, not in (queue, status).
+    definition = await raw.fetchval(
+        "SELECT indexdef FROM pg_indexes WHERE schemaname = $1 AND indexname = 'soniq_jobs_queue_status_idx'", namespace
+    )
+    assert "WHERE (status <> 'queued'::text)" in definition
 
     # Both columns of the newer steps are written and read back on the upgraded schema.
     info = WorkerInfo("w-new", "h", 2, ("q",), 1, job_names=("app.a",))

@@ -145,6 +145,7 @@ COPY_COLUMNS = (
     "updated_at",
     "trace_context",
     "limit_key",
+    "producer_id",
 )
 
 
@@ -286,7 +287,9 @@ class PostgresBackend:
         payload = ",".join(queues)
         if len(payload) > 7000:  # NOTIFY payloads stop at 8000 bytes; empty means "any queue"
             payload = ""
-        keyed = any(job.dedup_key is not None or job.producer_id is not None for job in jobs)
+        # Only a dedup key needs INSERT ... ON CONFLICT; a producer id (every job of an app whose
+        # producer_id is "auto") is one more column of the plain INSERT or COPY.
+        keyed = any(job.dedup_key is not None for job in jobs)
         waiting = any(job.depends_on for job in jobs)
         try:
             if connection is not None:
@@ -359,6 +362,7 @@ class PostgresBackend:
                 channel,
                 payload,
                 job.limit_key,
+                job.producer_id,
             )
             return
         if len(jobs) < COPY_THRESHOLD:
@@ -368,6 +372,7 @@ class PostgresBackend:
                 channel,
                 payload,
                 [job.limit_key for job in jobs],
+                [job.producer_id for job in jobs],
             )
             return
         # created_at rises by a microsecond per row so that claim order keeps the list's order.
@@ -387,6 +392,7 @@ class PostgresBackend:
                 base + timedelta(microseconds=index),
                 optional_json(job.trace_context),
                 job.limit_key,
+                job.producer_id,
             )
             for index, job in enumerate(jobs)
         ]

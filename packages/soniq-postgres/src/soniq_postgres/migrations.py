@@ -239,6 +239,23 @@ CREATE TABLE IF NOT EXISTS {schema}.soniq_rate_windows (
 );
 """,
     ),
+    # -- issue 18 (performance, round two) ---------------------------------------
+    Migration(
+        7,
+        "queued rows only in the claim indexes",
+        """
+-- The (queue, status) index leaves out queued rows. A claim (status = 'queued') can then use
+-- only the claim indexes, whose order is its ORDER BY: on a table not yet analyzed, the planner
+-- took (queue, status) for a one-queue claim and sorted the whole backlog (145 ms a claim at
+-- 100,000 queued). An enqueue also writes one index entry less. Counts and queue names read
+-- queued rows from the claim indexes, and rows waiting for dependencies from the index below.
+DROP INDEX IF EXISTS {schema}.soniq_jobs_queue_status_idx;
+CREATE INDEX soniq_jobs_queue_status_idx
+    ON {schema}.soniq_jobs (queue, status) WHERE status <> 'queued';
+CREATE INDEX IF NOT EXISTS soniq_jobs_waiting_idx
+    ON {schema}.soniq_jobs (queue) WHERE status = 'queued' AND waiting_on > 0;
+""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -60,32 +60,36 @@ class Queries:
         self.workers = f"{s}.soniq_workers"
         jobs, dead = self.jobs, self.dead
 
-        # $1 ids, $2 names, $3 args, $4 queues, $5 priorities, $6 scheduled_at,
-        # $7 max_attempts, $8 trace contexts, $9 channel, $10 payload, $11 limit keys.
-        # clock_timestamp() per row keeps a batch's created_at in list order.
+        # Jobs without a dedup key (the producer id is stored here too: only a key needs
+        # the ON CONFLICT path). $1 ids, $2 names, $3 args, $4 queues, $5 priorities,
+        # $6 scheduled_at, $7 max_attempts, $8 trace contexts, $9 channel, $10 payload,
+        # $11 limit keys, $12 producer ids. clock_timestamp() per row keeps a batch's
+        # created_at in list order.
         self.enqueue = f"""
 WITH inserted AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        trace_context, limit_key, status, attempts, created_at, updated_at)
-    SELECT i, n, a::json, q, p, s, m, t::json, k, 'queued', 0, clock_timestamp(), clock_timestamp()
+                        trace_context, limit_key, producer_id, status, attempts, created_at, updated_at)
+    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, 'queued', 0, clock_timestamp(), clock_timestamp()
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
-                $6::timestamptz[], $7::int[], $8::text[], $11::text[]) AS r(i, n, a, q, p, s, m, t, k)
+                $6::timestamptz[], $7::int[], $8::text[], $11::text[], $12::text[])
+         AS r(i, n, a, q, p, s, m, t, k, pr)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
-        # One job: plain VALUES plans faster than unnest over one-element arrays.
+        # One job: plain VALUES plans faster than unnest over one-element arrays; the NOTIFY is
+        # in the same statement, so a single enqueue is one round trip.
         self.enqueue_one = f"""
 WITH inserted AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        trace_context, limit_key, status, attempts, created_at, updated_at)
-    VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8::json, $11::text, 'queued', 0, clock_timestamp(),
-            clock_timestamp())
+                        trace_context, limit_key, producer_id, status, attempts, created_at, updated_at)
+    VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8::json, $11::text, $12::text, 'queued', 0,
+            clock_timestamp(), clock_timestamp())
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
         self.notify = "SELECT pg_notify($1, $2)"
         # -- issue 12 (compat-store) --
-        # Jobs with a dedup key or producer id. A key a queued row holds hits the partial unique
+        # Jobs with a dedup key. A key a queued row holds hits the partial unique
         # index and becomes a no-op update, whose RETURNING yields that row's id; racing producers
         # wait on the index entry, so exactly one row is stored. $9 keys, $10 producers, $13 limit keys.
         self.enqueue_keyed = f"""
@@ -204,14 +208,18 @@ UPDATE {self.workers} SET status = $2, last_heartbeat = now(),
 WHERE id = $1 AND (status <> 'stopped' OR $2 = 'stopped')"""
         self.list_workers = f"SELECT {WORKER_COLUMNS} FROM {self.workers} ORDER BY started_at, id"
 
+        # Queued rows are counted in two parts, each read from its own partial index (migration 7):
+        # claimable ones from the claim index, ones waiting for dependencies from the waiting index.
         self.stats_all = f"""
-SELECT (SELECT count(*) FROM {jobs} WHERE status = 'queued') AS queued,
+SELECT (SELECT count(*) FROM {jobs} WHERE status = 'queued' AND waiting_on = 0)
+       + (SELECT count(*) FROM {jobs} WHERE status = 'queued' AND waiting_on > 0) AS queued,
        (SELECT count(*) FROM {jobs} WHERE status = 'processing') AS processing,
        (SELECT count(*) FROM {jobs} WHERE status = 'done') AS done,
        (SELECT count(*) FROM {jobs} WHERE status = 'cancelled') AS cancelled,
        (SELECT count(*) FROM {dead}) AS dead_letter"""
         self.stats_queue = f"""
-SELECT (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'queued') AS queued,
+SELECT (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'queued' AND waiting_on = 0)
+       + (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'queued' AND waiting_on > 0) AS queued,
        (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'processing') AS processing,
        (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'done') AS done,
        (SELECT count(*) FROM {jobs} WHERE queue = $1 AND status = 'cancelled') AS cancelled,

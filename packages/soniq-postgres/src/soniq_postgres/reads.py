@@ -1,14 +1,17 @@
 """The dashboard reads on PostgreSQL, each one statement (one snapshot).
 
-What keeps each fast at a million rows (migrations 1 and 3 add the
-indexes): `job_counts` groups an index-only scan of ``(queue, status)`` and
+What keeps each fast at a million rows (migrations 1, 3 and 7 add the
+indexes): `job_counts` groups an index-only scan of ``(queue, status)`` for
+the rows that are not queued (migration 7 leaves queued rows out of it),
 reads the queued rows' `scheduled_at` and `created_at` from the claim index
-(index-only too); pages walk ``(created_at DESC, id DESC)`` from the cursor
-with a row comparison, so page 1,000 costs what page 1 costs; `job_activity`
-buckets an index-only scan of the partial index of done rows by `updated_at`
-with `date_bin`; `queue_names` is a loose index scan (a recursive CTE that
-probes the index once per distinct queue). Counting is still linear in the
-rows counted, which is why the dashboard serves its overview from a snapshot.
+(index-only too) and the few rows waiting for dependencies from their own
+index; pages walk ``(created_at DESC, id DESC)`` from the cursor with a row
+comparison, so page 1,000 costs what page 1 costs; `job_activity` buckets an
+index-only scan of the partial index of done rows by `updated_at` with
+`date_bin`; `queue_names` is a loose index scan (a recursive CTE that probes
+an index once per distinct queue) over each of those three parts. Counting
+is still linear in the rows counted, which is why the dashboard serves its
+overview from a snapshot.
 """
 
 from __future__ import annotations
@@ -63,14 +66,22 @@ async def job_counts(conn: asyncpg.Connection, schema: str, params: JobCountsPar
     where = _Where()
     where.any_of("queue", params.queues)
     clause = where.sql()
-    queued = f"{clause} AND status = 'queued'" if clause else " WHERE status = 'queued'"
+
+    def only(condition: str) -> str:
+        return f"{clause} AND {condition}" if clause else f" WHERE {condition}"
+
+    # Each part is one partial index (migration 7): rows that are not queued, claimable queued
+    # rows (the claim index), queued rows waiting for dependencies.
+    queued = """SELECT queue, 'queued', count(*), count(*) FILTER (WHERE scheduled_at > now()), min(created_at)
+  FROM {schema}.soniq_jobs{where} GROUP BY queue"""
     rows = await conn.fetch(
         f"""
 SELECT queue, status, count(*) AS n, NULL::bigint AS scheduled, NULL::timestamptz AS oldest
-  FROM {schema}.soniq_jobs{clause} GROUP BY queue, status
+  FROM {schema}.soniq_jobs{only("status <> 'queued'")} GROUP BY queue, status
 UNION ALL
-SELECT queue, 'queued_extra', 0, count(*) FILTER (WHERE scheduled_at > now()), min(created_at)
-  FROM {schema}.soniq_jobs{queued} GROUP BY queue
+{queued.format(schema=schema, where=only("status = 'queued' AND waiting_on = 0"))}
+UNION ALL
+{queued.format(schema=schema, where=only("status = 'queued' AND waiting_on > 0"))}
 UNION ALL
 SELECT queue, 'dead_letter', count(*), NULL, NULL FROM {schema}.soniq_dead_letter_jobs{clause} GROUP BY queue""",
         *where.args,
@@ -78,11 +89,12 @@ SELECT queue, 'dead_letter', count(*), NULL, NULL FROM {schema}.soniq_dead_lette
     found: dict[str, dict[str, Any]] = {name: {} for name in params.queues or ()}
     for row in rows:
         entry = found.setdefault(row["queue"], {})
-        if row["status"] == "queued_extra":
-            entry["scheduled"] = int(row["scheduled"] or 0)
-            entry["oldest"] = row["oldest"]
-        else:
-            entry[row["status"]] = int(row["n"])
+        status = row["status"]
+        entry[status] = entry.get(status, 0) + int(row["n"])
+        if status == "queued":
+            entry["scheduled"] = entry.get("scheduled", 0) + int(row["scheduled"] or 0)
+            oldest, earlier = entry.get("oldest"), row["oldest"]
+            entry["oldest"] = earlier if oldest is None or (earlier is not None and earlier < oldest) else oldest
     result = []
     for name in sorted(found):
         entry = found[name]
@@ -169,16 +181,22 @@ async def dead_letter_page(conn: asyncpg.Connection, schema: str, params: DeadLe
     return DeadLetterPage(rows=page, next_cursor=cursor)
 
 
-def _distinct(table: str) -> str:
+def _distinct(table: str, condition: str = "true") -> str:
+    """A loose index scan of the queue names of `table`'s rows that meet `condition`."""
     return f"""(WITH RECURSIVE q(name) AS (
-    (SELECT queue FROM {table} ORDER BY queue LIMIT 1)
+    (SELECT queue FROM {table} WHERE {condition} ORDER BY queue LIMIT 1)
     UNION ALL
-    SELECT (SELECT queue FROM {table} WHERE queue > q.name ORDER BY queue LIMIT 1) FROM q WHERE q.name IS NOT NULL
+    SELECT (SELECT queue FROM {table} WHERE {condition} AND queue > q.name ORDER BY queue LIMIT 1)
+    FROM q WHERE q.name IS NOT NULL
 ) SELECT name FROM q WHERE name IS NOT NULL)"""
 
 
+# The job rows in three parts, each with an index led by `queue` (migration 7).
+_JOB_PARTS = ("status <> 'queued'", "status = 'queued' AND waiting_on = 0", "status = 'queued' AND waiting_on > 0")
+
+
 async def queue_names(conn: asyncpg.Connection, schema: str) -> list[str]:
-    rows = await conn.fetch(
-        f"{_distinct(f'{schema}.soniq_jobs')} UNION {_distinct(f'{schema}.soniq_dead_letter_jobs')} ORDER BY 1"
-    )
+    jobs = f"{schema}.soniq_jobs"
+    parts = [_distinct(jobs, condition) for condition in _JOB_PARTS]
+    rows = await conn.fetch(f"{' UNION '.join(parts)} UNION {_distinct(f'{schema}.soniq_dead_letter_jobs')} ORDER BY 1")
     return [str(row[0]) for row in rows]

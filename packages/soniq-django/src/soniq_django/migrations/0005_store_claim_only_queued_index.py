@@ -1,0 +1,24 @@
+"""Brings Soniq's own schema up to its latest step on ``manage.py migrate`` (issue 18: queued rows
+are indexed only by the claim indexes, and rows waiting for dependencies by their own; PostgreSQL
+migration 7).
+
+``create_schema`` runs the backend's idempotent ``setup()``; the unmanaged models are unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from django.db import migrations
+
+from soniq_django.schema import create_schema
+
+
+class Migration(migrations.Migration):
+    atomic = False
+
+    dependencies: ClassVar[list[tuple[str, str]]] = [("soniq_django", "0004_store_dependencies_limits")]
+
+    operations: ClassVar[list[migrations.operations.base.Operation]] = [
+        migrations.RunPython(create_schema, migrations.RunPython.noop, elidable=False),
+    ]
