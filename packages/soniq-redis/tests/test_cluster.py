@@ -148,17 +148,32 @@ async def test_a_plain_url_to_a_cluster_node_is_refused_at_connect(cluster_url: 
     await backend.close()
 
 
+def _port_with_free_cluster_bus() -> int:
+    """A free port whose cluster bus port (port + 10000) is free and below 65536 too."""
+    import socket
+
+    for _ in range(200):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+        if port + 10000 > 65535:
+            continue
+        with socket.socket() as bus:
+            try:
+                bus.bind(("127.0.0.1", port + 10000))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no free port pair (port, port + 10000) for a private cluster node")
+
+
 @pytest.fixture
 def half_cluster() -> Iterator[int]:
     """A private one-node cluster that serves only slots 0-8191."""
     binary = shutil.which("redis-server")
     if binary is None:
         _unavailable("redis-server is not installed (apt-get install redis-server)")
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
+    port = _port_with_free_cluster_bus()
     with tempfile.TemporaryDirectory(prefix="soniq-half-cluster-") as workdir:
         process = subprocess.Popen(
             [
@@ -172,6 +187,7 @@ def half_cluster() -> Iterator[int]:
         try:
             give_up = time.monotonic() + 60
             while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True).stdout.strip() != b"PONG":
+                assert process.poll() is None, f"the private cluster node on port {port} exited {process.returncode}"
                 assert time.monotonic() < give_up, "the private cluster node did not start"
                 time.sleep(0.05)
             subprocess.run(["redis-cli", "-p", str(port), "cluster", "addslotsrange", "0", "8191"], check=True)
