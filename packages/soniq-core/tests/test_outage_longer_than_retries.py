@@ -10,6 +10,7 @@ worker runs, and a worker told to stop during the outage must give up within its
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -92,3 +93,52 @@ async def test_a_worker_stopped_during_an_endless_outage_gives_up_within_its_bud
     # The write gives up once the stopping worker's budget is spent; the row is left for stale recovery.
     await asyncio.wait_for(task, 15)
     assert await _status(app, job_id) == "processing"
+
+
+async def test_a_retry_lost_with_its_reply_is_not_applied_again_to_the_next_run(
+    fast_settings: dict[str, Any], wait_until: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store applies the retry but the reply is lost; before the worker writes it again, the same
+    # worker has claimed the requeued row for its next run. Writing the retry again would count a
+    # second attempt and requeue the row under its own running handler.
+    monkeypatch.setattr(writes, "WRITE_RETRY_DELAYS", (0.3,))
+    app = Soniq("memory://", **{**fast_settings, "concurrency": 2})
+    runs: list[int] = []
+    written_again = asyncio.Event()
+
+    @app.job(max_retries=3)
+    async def flaky() -> str:
+        runs.append(len(runs) + 1)
+        if len(runs) == 1:
+            raise RuntimeError("first run fails")
+        # The next run is still going when the worker would write the lost retry again.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(written_again.wait(), 1.5)
+        return "ok"
+
+    real_retry = app.backend.retry_job
+    calls = 0
+
+    async def retry_whose_reply_is_lost(params: Any) -> bool:
+        nonlocal calls
+        calls += 1
+        applied = await real_retry(params)
+        if calls == 1:
+            raise BackendUnavailableError("connection lost after the store applied the retry (test)")
+        written_again.set()
+        return applied
+
+    monkeypatch.setattr(app.backend, "retry_job", retry_whose_reply_is_lost)
+    job_id = await app.enqueue(flaky)
+    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    try:
+        await wait_until(lambda: _is_done(app, job_id), timeout=10)
+        row = await app.get_job(job_id)
+        assert row is not None
+        assert row["attempts"] == 1  # one failed run, counted once
+        assert runs == [1, 2]
+        assert calls == 1
+    finally:
+        assert app.current_worker is not None
+        app.current_worker.stop("test")
+        await asyncio.wait_for(task, 20)

@@ -20,8 +20,8 @@ from typing import TypeVar
 from soniq.backend import Backend
 from soniq.errors import Permanent
 from soniq.outcomes import JobOutcome
-from soniq.params import DeadLetterJobParams, FinishCancelParams, RetryJobParams, SnoozeJobParams
-from soniq.records import DeadLetterReason
+from soniq.params import DeadLetterJobParams, FinishCancelParams, GetJobParams, RetryJobParams, SnoozeJobParams
+from soniq.records import DeadLetterReason, JobRecord, JobStatus
 from soniq.retry import JobRetryDelays, RetryPolicy, bounded_delay
 from soniq.serialization import ResultError, check_result, safe_text
 from soniq.worker._runs import JobRun, Outcome
@@ -157,6 +157,7 @@ class Settler:
                     RetryJobParams(job_id=job.id, worker_id=self._worker_id, error=error, scheduled_at=when)
                 ),
                 give_up_at,
+                landed=functools.partial(self._retry_landed, job, error),
             )
             if ok:
                 logger.info(
@@ -228,17 +229,32 @@ class Settler:
         return Settled(self._named(JobOutcome.CANCELLED, written, run), text, REASON_CANCEL_REQUESTED)
 
     async def _write(
-        self, what: str, operation: Callable[[], Awaitable[T]], give_up_at: Deadline
+        self,
+        what: str,
+        operation: Callable[[], Awaitable[T]],
+        give_up_at: Deadline,
+        landed: Callable[[], Awaitable[T | None]] | None = None,
     ) -> tuple[bool, T | None]:
         """(True, result) when the store answered; (False, None) when it refused the write outright."""
         try:
-            return True, await write_with_retry(what, operation, give_up_at=give_up_at)
+            return True, await write_with_retry(what, operation, give_up_at=give_up_at, landed=landed)
         except Exception as exc:
             logger.error("the store refused the %s: %s: %s", what, type(exc).__name__, exc)
             self._refused = exc
             return False, None
 
     _refused: BaseException | None = None
+
+    async def _retry_landed(self, job: JobRecord, error: str) -> bool | None:
+        """After a lost connection: None if the row is still this run's (write the retry again), True if
+        the lost retry was applied, False if the row moved on without it. Attempts tell the runs apart:
+        an applied retry counted one, so a row this worker claimed again is never requeued twice."""
+        row = await self._backend.get_job(GetJobParams(job_id=job.id))
+        if row is None:
+            return False
+        if row.status is JobStatus.PROCESSING and row.worker_id == self._worker_id and row.attempts == job.attempts:
+            return None
+        return row.attempts == job.attempts + 1 and row.last_error == error
 
     def _named(self, name: JobOutcome, written: bool | None, run: JobRun) -> JobOutcome:
         if written is False:

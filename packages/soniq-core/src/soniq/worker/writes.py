@@ -21,7 +21,13 @@ Deadline = float | None | Callable[[], float | None]
 and its first time then holds (the budget of a worker that is stopping)."""
 
 
-async def write_with_retry(what: str, operation: Callable[[], Awaitable[T]], *, give_up_at: Deadline) -> T | None:
+async def write_with_retry(
+    what: str,
+    operation: Callable[[], Awaitable[T]],
+    *,
+    give_up_at: Deadline,
+    landed: Callable[[], Awaitable[T | None]] | None = None,
+) -> T | None:
     """Run a store write, retrying while the store is unreachable.
 
     A running worker (a callable deadline answering None) never gives up: a row whose outcome it
@@ -30,12 +36,23 @@ async def write_with_retry(what: str, operation: Callable[[], Awaitable[T]], *, 
     of retries). Returns None only when the
     write could not be made before the deadline; the row then stays `processing` under this worker
     and stale recovery settles it once the worker is gone.
+
+    A try whose connection was lost may still have been applied. For a write that would apply twice
+    (a retry counts an attempt, and the same worker may claim the requeued row again before the
+    next try), `landed` is asked before each later try: None means the row is as this run left it,
+    so the write goes again; anything else is the write's answer (True: the lost try landed;
+    False: the row moved on without it).
     """
     loop = asyncio.get_running_loop()
     deadline = give_up_at() if callable(give_up_at) else give_up_at
     attempt = 0
     while True:
         try:
+            if attempt and landed is not None:
+                answer = await landed()
+                if answer is not None:
+                    logger.warning("%s: a try lost with the connection was settled already (%s)", what, answer)
+                    return answer
             return await operation()
         except BackendUnavailableError as exc:
             if deadline is None and callable(give_up_at):
