@@ -376,26 +376,30 @@ class PostgresBackend:
             )
             return
         # created_at rises by a microsecond per row so that claim order keeps the list's order.
-        base = datetime.now(UTC)
-        records = [
-            (
-                job.id,
-                job.job_name,
-                job.args_json or to_json(dict(job.args)),
-                "queued",
-                0,
-                job.max_attempts,
-                job.queue,
-                job.priority,
-                utc(job.scheduled_at),
-                base + timedelta(microseconds=index),
-                base + timedelta(microseconds=index),
-                optional_json(job.trace_context),
-                job.limit_key,
-                job.producer_id,
+        created = datetime.now(UTC)
+        step = timedelta(microseconds=1)
+        records = []
+        for job in jobs:
+            scheduled = job.scheduled_at
+            records.append(
+                (
+                    job.id,
+                    job.job_name,
+                    job.args_json or to_json(dict(job.args)),
+                    "queued",
+                    0,
+                    job.max_attempts,
+                    job.queue,
+                    job.priority,
+                    scheduled if scheduled.tzinfo is UTC else utc(scheduled),
+                    created,
+                    created,
+                    None if job.trace_context is None else optional_json(job.trace_context),
+                    job.limit_key,
+                    job.producer_id,
+                )
             )
-            for index, job in enumerate(jobs)
-        ]
+            created += step
         await conn.copy_records_to_table(
             "soniq_jobs", schema_name=self._queries.schema, columns=COPY_COLUMNS, records=records
         )
