@@ -30,7 +30,7 @@ STORED_TEXTS = [
     '{"deep":' + "[" * 1010 + "]" * 1010 + "}",
     "[1,2,3]",
     '"just a string"',
-    "  {\"ws\" : true , \"f\" : false , \"z\" : null}  ",
+    '  {"ws" : true , "f" : false , "z" : null}  ',
     "{not json}",
     '{"a":1',
     "",
