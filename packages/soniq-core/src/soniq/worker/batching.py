@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 from soniq.backend import Backend
 from soniq.params import CompleteJobsParams, MarkStartedParams
@@ -28,8 +28,66 @@ logger = logging.getLogger("soniq.worker")
 
 MAX_BATCH = 500
 
+P = TypeVar("P")
+
+
+class FencedBatcher(Generic[P]):
+    """Per-row writes fenced by owner, queued and flushed together.
+
+    `write` stores a batch of (job id, payload) and returns the ids it wrote
+    (None: the store stayed unreachable). Each queued row's future answers True
+    (written), False (this worker no longer owns the row) or None; a batch the
+    store refuses is written again row by row, so only the refused row's future
+    raises.
+    """
+
+    def __init__(
+        self, label: str, task_name: str, write: Callable[[list[tuple[str, P]]], Awaitable[set[str] | None]]
+    ) -> None:
+        self._label = label
+        self._task_name = task_name
+        self._write = write
+        self._pending: list[tuple[str, P, asyncio.Future[bool | None]]] = []
+        self._flusher: asyncio.Task[None] | None = None
+
+    def submit(self, job_id: str, payload: P) -> asyncio.Future[bool | None]:
+        future: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
+        self._pending.append((job_id, payload, future))
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush(), name=self._task_name)
+        return future
+
+    async def drain(self) -> None:
+        while self._flusher is not None and not self._flusher.done():
+            await asyncio.shield(self._flusher)
+
+    async def _flush(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            try:
+                written = await self._write([(job_id, payload) for job_id, payload, _ in batch])
+            except Exception as exc:
+                if len(batch) == 1:
+                    _fail(batch[0][2], exc)
+                    continue
+                # One row the store refuses must not hold back the others: write them one by one.
+                logger.warning("%s batch of %d refused (%s); writing its rows one by one", self._label, len(batch), exc)
+                for job_id, payload, future in batch:
+                    try:
+                        one = await self._write([(job_id, payload)])
+                    except Exception as exc:
+                        # The settler turns this into a failed run of that one job, with the store's error.
+                        _fail(future, exc)
+                        continue
+                    _answer(future, None if one is None else job_id in one)
+                continue
+            for job_id, _, future in batch:
+                _answer(future, None if written is None else job_id in written)
+
 
 class CompletionBatcher:
+    """`done` writes: the handler's slot is freed at once and its result queued."""
+
     def __init__(
         self,
         backend: Backend,
@@ -42,60 +100,25 @@ class CompletionBatcher:
         self._result_ttl = result_ttl
         self._worker_id = worker_id
         self._give_up_at = give_up_at
-        self._pending: list[tuple[str, Any, asyncio.Future[bool | None]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._batcher: FencedBatcher[Any] = FencedBatcher("completion", "soniq-completions", self._write)
 
     def complete(self, job_id: str, result: Any) -> asyncio.Future[bool | None]:
         """Queue a fenced `done` write; the future says whether it was written (None: store unreachable)."""
-        future: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((job_id, result, future))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush(), name="soniq-completions")
-        return future
+        return self._batcher.submit(job_id, result)
 
     async def drain(self) -> None:
-        while self._flusher is not None and not self._flusher.done():
-            await asyncio.shield(self._flusher)
+        await self._batcher.drain()
 
-    async def _flush(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-            params = CompleteJobsParams(
-                worker_id=self._worker_id,
-                results=[completion_entry(job_id, result, result_ttl=self._result_ttl) for job_id, result, _ in batch],
-            )
-            try:
-                written = await self._write(params, len(batch))
-            except Exception as exc:
-                if len(batch) == 1:
-                    batch[0][2].set_exception(exc)
-                    continue
-                # One row the store refuses must not hold back the others: write them one by one.
-                logger.warning("completion batch of %d refused (%s); writing its rows one by one", len(batch), exc)
-                await self._write_each(batch)
-                continue
-            for job_id, _, future in batch:
-                if not future.done():
-                    future.set_result(None if written is None else job_id in written)
-
-    async def _write(self, params: CompleteJobsParams, count: int) -> set[str] | None:
+    async def _write(self, rows: list[tuple[str, Any]]) -> set[str] | None:
+        params = CompleteJobsParams(
+            worker_id=self._worker_id,
+            results=[completion_entry(job_id, result, result_ttl=self._result_ttl) for job_id, result in rows],
+        )
         return await write_with_retry(
-            f"done for {count} jobs",
+            f"done for {len(rows)} jobs",
             functools.partial(self._backend.complete_jobs, params),
             give_up_at=self._give_up_at,
         )
-
-    async def _write_each(self, batch: list[tuple[str, Any, asyncio.Future[bool | None]]]) -> None:
-        for job_id, result, future in batch:
-            entry = completion_entry(job_id, result, result_ttl=self._result_ttl)
-            params = CompleteJobsParams(worker_id=self._worker_id, results=[entry])
-            try:
-                written = await self._write(params, 1)
-            except Exception as exc:
-                # The settler turns this into a failed run of that one job, with the store's error.
-                future.set_exception(exc)
-                continue
-            future.set_result(None if written is None else job_id in written)
 
 
 class StartBatcher:
@@ -114,38 +137,13 @@ class StartBatcher:
     def __init__(self, backend: Backend, worker_id: str) -> None:
         self._backend = backend
         self._worker_id = worker_id
-        self._pending: list[tuple[str, asyncio.Future[bool | None]]] = []
-        self._flusher: asyncio.Task[None] | None = None
+        self._batcher: FencedBatcher[None] = FencedBatcher("handler-start", "soniq-start-marks", self._write)
 
     def mark(self, job_id: str) -> asyncio.Future[bool | None]:
-        future: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
-        self._pending.append((job_id, future))
-        if self._flusher is None or self._flusher.done():
-            self._flusher = asyncio.create_task(self._flush(), name="soniq-start-marks")
-        return future
+        return self._batcher.submit(job_id, None)
 
-    async def _flush(self) -> None:
-        while self._pending:
-            batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
-            try:
-                written = await self._write([job_id for job_id, _ in batch])
-            except Exception as exc:
-                if len(batch) == 1:
-                    _fail(batch[0][1], exc)
-                    continue
-                logger.warning("handler-start batch of %d refused (%s); writing its rows one by one", len(batch), exc)
-                for job_id, future in batch:
-                    try:
-                        one = await self._write([job_id])
-                    except Exception as exc:
-                        _fail(future, exc)
-                        continue
-                    _answer(future, None if one is None else job_id in one)
-                continue
-            for job_id, future in batch:
-                _answer(future, None if written is None else job_id in written)
-
-    async def _write(self, job_ids: list[str]) -> set[str] | None:
+    async def _write(self, rows: list[tuple[str, None]]) -> set[str] | None:
+        job_ids = [job_id for job_id, _ in rows]
         params = MarkStartedParams(worker_id=self._worker_id, job_ids=job_ids)
         what = f"handler start for job {job_ids[0]}" if len(job_ids) == 1 else f"handler start for {len(job_ids)} jobs"
         return await write_with_retry(what, functools.partial(self._backend.mark_started, params), give_up_at=None)
