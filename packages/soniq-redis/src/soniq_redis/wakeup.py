@@ -230,7 +230,7 @@ class WakeupListener:
             finally:
                 self._online = False
                 with contextlib.suppress(Exception):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()
 
     def _dispatch(self, message: dict[str, object]) -> None:
         if message.get("type") != "message":
