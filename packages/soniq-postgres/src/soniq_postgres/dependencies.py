@@ -18,9 +18,12 @@ statement, in the same transaction, sees the committed edges.
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Sequence
+import random
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import asyncpg
 
@@ -46,8 +49,11 @@ class DependencySql:
         edges = f"{q.jobs.rsplit('.', 1)[0]}.soniq_job_dependencies"
         self.edges = edges
         # Marks the dependencies (waiting for a terminal write in progress) and reads each one's status.
+        # The rows are locked in id order, so two enqueues that share dependencies never deadlock.
         self.flag = f"""
-UPDATE {jobs} SET has_dependents = true WHERE id = ANY($1::text[]) RETURNING id, status"""
+UPDATE {jobs} SET has_dependents = true
+WHERE id IN (SELECT id FROM {jobs} WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE)
+RETURNING id, status"""
         self.dead_ids = f"SELECT id FROM {dead} WHERE id = ANY($1::text[])"
         # $1..$10 as enqueue_keyed, $11 status, $12 waiting_on, $13 last_error, $14 depends_on (JSON),
         # $15 policy, $16 limit_key, $17 has_dependents, $18 edge dependencies, $19 edge dependents,
@@ -135,13 +141,41 @@ async def settle(
     changes_channel: str,
 ) -> list[str]:
     """Run one terminal write (a statement returning `queries.finished`) in a transaction with the
-    resolution of its rows' dependents; returns the ids written."""
-    async with connection.transaction():
-        rows = await connection.fetch(statement, *args)
-        flagged = [(row["id"], ended) for row in rows if row["has_dependents"]]
-        if flagged:
-            await resolve(connection, sql, flagged, wake_channel=wake_channel, changes_channel=changes_channel)
-    return [row["id"] for row in rows]
+    resolution of its rows' dependents; returns the ids written. A deadlock is retried (see `retrying`)."""
+
+    async def attempt() -> list[str]:
+        async with connection.transaction():
+            rows = await connection.fetch(statement, *args)
+            flagged = [(row["id"], ended) for row in rows if row["has_dependents"]]
+            if flagged:
+                await resolve(connection, sql, flagged, wake_channel=wake_channel, changes_channel=changes_channel)
+        return [row["id"] for row in rows]
+
+    return await retrying(attempt)
+
+
+_T = TypeVar("_T")
+RETRIED_FAILURES = (asyncpg.exceptions.DeadlockDetectedError, asyncpg.exceptions.SerializationError)
+RETRY_ATTEMPTS = 10
+
+
+async def retrying(attempt: Callable[[], Awaitable[_T]]) -> _T:
+    """Run a transaction (or savepoint) again when PostgreSQL chose it as a deadlock's or a
+    serialization failure's victim: it was rolled back whole, so running it again is safe.
+
+    An enqueue with dependencies locks the dependencies' rows while a completion in another
+    process locks a parent and then its dependents; whatever order the enqueue takes, a chain
+    of dependencies can meet that order reversed. The loser is retried after a short random
+    pause, up to `RETRY_ATTEMPTS` times, and only then raises.
+    """
+    for tries_left in range(RETRY_ATTEMPTS - 1, -1, -1):
+        try:
+            return await attempt()
+        except RETRIED_FAILURES:
+            if tries_left == 0:
+                raise
+            await asyncio.sleep(random.uniform(0.001, 0.02) * (RETRY_ATTEMPTS - tries_left))
+    raise AssertionError("unreachable")
 
 
 @dataclass(slots=True)
@@ -157,8 +191,15 @@ async def insert_with_dependencies(
     """Insert `jobs` (some with `depends_on`) as `Backend.enqueue_jobs` says; returns the stored ids.
 
     Runs in a transaction of its own, or a savepoint inside the caller's: an unknown
-    dependency raises `UnknownDependencyError` with nothing of the call stored.
+    dependency raises `UnknownDependencyError` with nothing of the call stored. A deadlock with
+    a terminal write resolving the same rows is retried (see `retrying`), never raised to the producer.
     """
+    return await retrying(lambda: _insert_with_dependencies(connection, sql, jobs, wake_channel, payload))
+
+
+async def _insert_with_dependencies(
+    connection: asyncpg.Connection, sql: DependencySql, jobs: Sequence[NewJob], wake_channel: str, payload: str
+) -> list[str]:
     async with connection.transaction():
         position = {job.id: index for index, job in enumerate(jobs)}
         external: list[str] = []
