@@ -136,6 +136,7 @@ def main() -> None:
             shoot(browser, base + "/workers", OUT / "workers.png")
             shoot(browser, base + "/workers", OUT / "workers-dark.png", dark=True)
             shoot(browser, base + "/schedules", OUT / "schedules.png")
+            shoot(browser, base + "/charts", OUT / "charts.png")
         finally:
             browser.quit()
             for p in (dashboard, draining, running, done):

@@ -78,6 +78,8 @@ PROCESS_SCENARIOS = {
     "test_a_sync_job_polling_cancel_requested_ends_cancelled",
     "test_wait_for_returns_results_and_raises_failures_across_processes",
     "test_a_graph_of_1000_jobs_completes_in_order_across_worker_processes",
+    # issue 28: the traceback a real worker stores
+    "test_a_real_worker_stores_the_traceback_from_the_handlers_frame",
 }
 TRANSACTIONAL = {
     "test_transactional_enqueue_is_invisible_until_the_caller_commits",

@@ -90,6 +90,12 @@ def build_app(
         log_run("start", tag)
         os.kill(os.getpid(), signal.SIGKILL)
 
+    @app.job(name="ct.fail_deep", max_retries=0)
+    def fail_deep(tag: str, customer: int) -> None:
+        """Fails two calls down, so the stored traceback has frames of the job's own code only."""
+        log_run("start", tag)
+        look_up(customer)
+
     add_fleet_jobs(app, limited=limited)
 
     if "ct.new_job" not in without:
@@ -102,6 +108,10 @@ def build_app(
             return "new"
 
     return app
+
+
+def look_up(customer: int) -> None:
+    raise LookupError(f"customer {customer} not found")
 
 
 def interval(started: float) -> dict[str, Any]:

@@ -71,12 +71,16 @@ async def test_a_finished_job_is_not_cancelled_and_the_log_says_the_cancel_lost(
         assert await app.cancel(done) is CancelOutcome.ALREADY_FINISHED
         assert await app.cancel(dead) is CancelOutcome.ALREADY_FINISHED
         assert await app.cancel_job(done) is False
-    assert f"cancel lost the race: job {done} already finished" in caplog.text
-    assert f"cancel lost the race: job {dead} already finished" in caplog.text
+    assert f"cancel lost the race: job {done} already finished (done)" in caplog.text
+    assert f"cancel lost the race: job {dead} already finished (dead-lettered or deleted)" in caplog.text
     assert await status(app, done) == "done"
     cancelled = await app.enqueue("quick")
     await app.cancel(cancelled)
-    assert await app.cancel(cancelled) is CancelOutcome.ALREADY_FINISHED
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="soniq"):
+        assert await app.cancel(cancelled) is CancelOutcome.ALREADY_FINISHED
+    assert f"job {cancelled} is already cancelled; nothing to do" in caplog.text
+    assert "lost the race" not in caplog.text
 
 
 @pytest.mark.asyncio
@@ -149,7 +153,19 @@ async def test_soniq_cancel_on_a_shared_sqlite_file(tmp_path: Path) -> None:
 
         again = await asyncio.to_thread(soniq, "cancel", finished, "--json", "--database-url", url, cwd=tmp_path)
         assert again.returncode == 0, again.stderr
-        assert json.loads(again.stdout) == {"job_id": finished, "outcome": "already_finished"}
+        assert json.loads(again.stdout) == {"job_id": finished, "outcome": "already_finished", "status": "cancelled"}
+
+        # A second cancel of a cancelled job says so, once, and never that a cancel "lost the race".
+        twice = await asyncio.to_thread(soniq, "cancel", finished, "--database-url", url, cwd=tmp_path)
+        assert twice.returncode == 0, twice.stderr
+        assert twice.stdout.strip() == f"job {finished}: already cancelled; nothing to do"
+        assert "lost the race" not in twice.stdout + twice.stderr
+        assert twice.stderr == ""
+
+        ran = await app.enqueue("quick")
+        await app.run_worker(run_once=True, install_signal_handlers=False)
+        late = await asyncio.to_thread(soniq, "cancel", ran, "--database-url", url, cwd=tmp_path)
+        assert late.stdout.strip() == f"job {ran}: already finished (done); nothing to cancel"
 
         unknown = await asyncio.to_thread(soniq, "cancel", "no-such-id", "--database-url", url, cwd=tmp_path)
         assert unknown.returncode == 1

@@ -84,6 +84,19 @@ def test_enqueue_then_run_once_on_the_sqlite_default(jobs_module: Path) -> None:
     assert job_id
 
 
+def test_status_counts_jobs_scheduled_for_later_apart_from_due_ones(jobs_module: Path) -> None:
+    assert soniq("setup", "--jobs-modules", "myjobs", cwd=jobs_module).returncode == 0
+    for delay in ([], ["--delay", "3600"], ["--delay", "7200"]):
+        made = soniq("enqueue", "hello", "--args", '{"name": "x"}', *delay, "--jobs-modules", "myjobs", cwd=jobs_module)
+        assert made.returncode == 0, made.stderr
+
+    text = soniq("status", "--jobs-modules", "myjobs", cwd=jobs_module)
+    assert text.returncode == 0, text.stderr
+    assert "      queued  3 (1 due now, 2 scheduled for later)" in text.stdout.splitlines()
+    payload = json.loads(soniq("status", "--json", "--jobs-modules", "myjobs", cwd=jobs_module).stdout)
+    assert (payload["stats"]["queued"], payload["scheduled_later"]) == (3, 2)
+
+
 def test_worker_uses_the_url_of_the_app_its_jobs_are_registered_on(jobs_module: Path) -> None:
     env = {"MYJOBS_URL": f"sqlite:///{jobs_module / 'other.db'}"}
     soniq("enqueue", "hello", "--args", '{"name": "x"}', "--jobs-modules", "myjobs", cwd=jobs_module, env=env)

@@ -238,6 +238,9 @@ def test_read_only_commands_do_not_create_the_default_database(tmp_path: Path, a
     line = one_error_line(soniq(*argv, cwd=tmp_path), 1)
     assert "does not exist" in line
     assert "--database-url" in line
+    # The URL may come from the app too: the error names both ways of pointing at it.
+    assert "APP or --app myproject.jobs:app" in line
+    assert "--jobs-modules myproject.jobs" in line
     assert list(tmp_path.iterdir()) == []
     assert soniq("setup", cwd=tmp_path).returncode == 0
     assert soniq(*argv, cwd=tmp_path).returncode == 0
@@ -312,6 +315,7 @@ def test_a_killed_worker_shows_stale_and_recover_stale_after_requeues_its_job(jo
     assert swept.returncode == 0, swept.stderr
     assert "requeued 1 rows" in swept.stdout
     assert str(view["id"]) in swept.stdout
+    assert "requeued" not in swept.stderr  # the result is printed once, not logged as well
     after = soniq("status", "--json", "--jobs-modules", "myjobs", cwd=jobs_dir)
     assert json.loads(after.stdout)["stats"]["queued"] == 1
 

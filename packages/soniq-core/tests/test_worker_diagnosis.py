@@ -22,7 +22,7 @@ def load_customer(customer_id: int) -> dict[str, Any]:
     raise LookupError(f"customer {customer_id} not found")
 
 
-async def test_a_failed_job_keeps_its_whole_traceback_on_the_row_and_in_the_log(
+async def test_a_failed_job_keeps_its_traceback_from_the_users_frame_on_the_row_and_in_the_log(
     fast_settings: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     app = Soniq("memory://", **fast_settings)
@@ -31,17 +31,59 @@ async def test_a_failed_job_keeps_its_whole_traceback_on_the_row_and_in_the_log(
     def send_invoice(customer_id: int) -> None:
         load_customer(customer_id)
 
+    @app.job(max_retries=0)
+    async def send_reminder(customer_id: int) -> None:
+        load_customer(customer_id)
+
     caplog.set_level(logging.INFO)
     job_id = await app.enqueue(send_invoice, customer_id=7)
+    other = await app.enqueue(send_reminder, customer_id=8)
     await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
-    row = await app.get_job(job_id)
-    assert row is not None
-    first = row["last_error"]
-    assert first.startswith("LookupError: customer 7 not found\nTraceback (most recent call last):")
-    assert "in send_invoice" in first
-    assert "load_customer(customer_id)" in first
-    assert "in load_customer" in first
-    assert any("load_customer(customer_id)" in m for m in messages(caplog, "soniq.worker"))
+    for job, name, customer in ((job_id, "send_invoice", 7), (other, "send_reminder", 8)):
+        row = await app.get_job(job)
+        assert row is not None
+        text = row["last_error"]
+        lines = text.splitlines()
+        # The summary, then the traceback from the handler's own frame: no frame of Soniq or asyncio.
+        assert lines[0] == f"LookupError: customer {customer} not found"
+        assert lines[1] == "Traceback (most recent call last):"
+        assert lines[2].startswith(f'  File "{__file__}"')
+        assert lines[2].endswith(f"in {name}")
+        assert "load_customer(customer_id)" in text
+        assert "in load_customer" in text
+        assert not any(internal in text for internal in ("soniq/worker", "asyncio", "concurrent"))
+        assert len(lines) == len(set(lines))  # the summary is not repeated at the end
+    [retried] = [r for r in caplog.records if r.name == "soniq.worker" and job_id in r.getMessage()]
+    assert retried.getMessage().endswith(": LookupError: customer 7 not found")
+    assert "failed on run 1 of 2, retrying at" in retried.getMessage()
+    [dead] = [r for r in caplog.records if r.name == "soniq.worker" and other in r.getMessage()]
+    assert "moved to the dead-letter table (max_attempts) on run 1 of 1: LookupError" in dead.getMessage()
+    for record in (retried, dead):
+        # The traceback travels as the record's exc_info, from the user's frame: logged on lines of its own.
+        assert record.exc_info is not None
+        shown = logging.Formatter().formatException(record.exc_info)
+        assert shown.splitlines()[1].startswith(f'  File "{__file__}"')
+        assert "executor.py" not in shown
+
+
+async def test_a_timeout_is_one_line_with_no_traceback(
+    fast_settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    app = Soniq("memory://", **fast_settings)
+
+    @app.job(max_retries=0, timeout=0.05)
+    async def slow() -> None:
+        await asyncio.sleep(30)
+
+    caplog.set_level(logging.INFO)
+    job_id = await app.enqueue(slow)
+    await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
+    dead = await app.dead_letter.get(job_id)
+    assert dead is not None
+    assert dead["last_error"] == "TimeoutError: job timed out after 0.05s"
+    [record] = [r for r in caplog.records if r.name == "soniq.worker" and "dead-letter table" in r.getMessage()]
+    assert record.exc_info is None
+    assert record.getMessage().endswith("on run 1 of 1: TimeoutError: job timed out after 0.05s")
 
 
 async def test_a_long_traceback_is_cut_in_the_middle_keeping_the_innermost_frames(
@@ -70,7 +112,8 @@ async def test_a_long_traceback_is_cut_in_the_middle_keeping_the_innermost_frame
     assert text.startswith("ValueError: layer 60 ...")
     assert "cut to its innermost frames" in text
     assert "raise ValueError(" in text.rsplit("cut to its innermost frames", 1)[1]
-    assert text.rstrip().endswith("ValueError: layer 60 " + "." * 200)
+    # The innermost frame of the outermost error ends the text: its summary is the first line, not repeated.
+    assert text.rstrip().endswith('raise ValueError(f"layer {depth} " + "." * 200) from exc')
 
 
 async def test_permanent_dead_letters_at_once_as_non_retryable_with_its_cause(fast_settings: dict[str, Any]) -> None:
@@ -93,7 +136,7 @@ async def test_permanent_dead_letters_at_once_as_non_retryable_with_its_cause(fa
     assert "direct cause" in dead["last_error"]
 
 
-async def test_one_info_line_per_finished_job_on_soniq_jobs(
+async def test_one_info_line_per_finished_job_on_soniq_jobs_by_default(
     fast_settings: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
     app = Soniq("memory://", **fast_settings)
@@ -104,30 +147,31 @@ async def test_one_info_line_per_finished_job_on_soniq_jobs(
             raise ValueError("no data")
         return "ok"
 
-    caplog.set_level(logging.INFO, logger="soniq.jobs")
+    caplog.set_level(logging.INFO)
     good = await app.enqueue(build, fail=False)
     bad = await app.enqueue(build, fail=True)
     await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
     lines = messages(caplog, "soniq.jobs", logging.INFO)
     assert len(lines) == 2
-    assert any(good in line and "reports.build" in line and ": done after" in line for line in lines)
-    assert any(bad in line and "dead_letter (max_attempts)" in line for line in lines)
+    assert any(line.startswith(f"job {good} (reports.build) on default: done in ") for line in lines)
+    assert any(line.endswith("s, run 1 of 1") and good in line for line in lines)
+    assert any(bad in line and ": dead_letter (max_attempts) in " in line for line in lines)
 
 
-async def test_per_job_lines_are_off_until_the_soniq_jobs_logger_is_turned_on(
+async def test_the_log_jobs_setting_turns_the_per_job_lines_off(
     fast_settings: dict[str, Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    app = Soniq("memory://", **fast_settings)
+    app = Soniq("memory://", log_jobs=False, **fast_settings)
 
     @app.job(name="reports.quiet")
     async def quiet() -> None:
         return None
 
-    caplog.set_level(logging.INFO)  # the application shows INFO, but did not ask for per-job lines
+    caplog.set_level(logging.INFO)
     await app.enqueue(quiet)
     await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
-    assert logging.getLogger("soniq.jobs").getEffectiveLevel() == logging.WARNING
-    assert messages(caplog, "soniq.jobs", logging.INFO) == []
+    assert messages(caplog, "soniq.jobs") == []
+    assert any("DRAINING -> STOPPED" in m for m in messages(caplog, "soniq.worker"))
 
 
 async def test_start_says_how_long_a_shutdown_may_take_and_warns_without_job_timeout(
@@ -141,12 +185,13 @@ async def test_start_says_how_long_a_shutdown_may_take_and_warns_without_job_tim
     caplog.set_level(logging.INFO, logger="soniq.worker")
     await asyncio.wait_for(app.run_worker(run_once=True, install_signal_handlers=False), 20)
     info = messages(caplog, "soniq.worker", logging.INFO)
-    budget = [m for m in info if "a shutdown takes shutdown_timeout (8s)" in m]
-    assert len(budget) == 1
-    assert "11s at worst" in budget[0]  # 8 s shutdown_timeout + 1 s unwind + 2 s nacks
-    assert "stop timeout above 11s" in budget[0]  # async jobs only: no sync grace to add
+    budget = [m for m in info if "shutdown budget 11s with async jobs" in m]
+    assert len(budget) == 1  # 8 s shutdown_timeout + 1 s unwind + 2 s nacks
+    assert "shutdown_timeout 8s" in budget[0]
+    assert "TimeoutStopSec) above 11s" in budget[0]  # async jobs only: no sync grace to add
     assert "terminationGracePeriodSeconds" in budget[0]
     assert "docs/deployment.md" in budget[0]
+    assert len(budget[0]) < 320  # it was 431 characters
     warnings = messages(caplog, "soniq.worker", logging.WARNING)
     assert any("job_timeout is not set" in m and "untimed" in m for m in warnings)
 

@@ -17,7 +17,7 @@ from dash_harness import Store, make_store, start_browser
 
 from soniq import Soniq
 
-JOB_NAMES = ("dash_jobs.quick", "dash_jobs.flaky", "dash_jobs.hold")
+JOB_NAMES = ("dash_jobs.quick", "dash_jobs.flaky", "dash_jobs.hold", "dash_jobs.login")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -152,11 +152,10 @@ class Dashboard(Process):
 
 
 class Worker(Process):
-    def __init__(self, store: Store, workdir: Path) -> None:
+    def __init__(self, store: Store, workdir: Path, *, extra_env: dict[str, str] | None = None) -> None:
         args = [sys.executable, "-m", "soniq", "worker", "--jobs-modules", "dash_jobs", "--concurrency", "2"]
-        super().__init__(
-            args, child_env(store, **WORKER_SETTINGS), workdir / f"worker-{uuid.uuid4().hex[:6]}.log", workdir
-        )
+        env = child_env(store, **(WORKER_SETTINGS | (extra_env or {})))
+        super().__init__(args, env, workdir / f"worker-{uuid.uuid4().hex[:6]}.log", workdir)
 
 
 class HttpClient:
@@ -221,4 +220,5 @@ def start_browser(profile: Path, *, width: int = 1280, height: int = 900) -> Any
         f"--window-size={width},{height}",
     ):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for CSP violations
     return webdriver.Chrome(service=Service(driver), options=options)

@@ -33,6 +33,11 @@ async def hold(marker: str) -> None:
     await asyncio.Event().wait()
 
 
+@app.job(name="dash_jobs.login", max_retries=0)
+async def login(user: str, password: str, note: str = "") -> None:
+    raise PermissionError(f"{user} may not log in")
+
+
 @app.job(name=EVIL_NAME, max_retries=0)
 async def evil() -> None:
     raise RuntimeError(EVIL_ERROR)

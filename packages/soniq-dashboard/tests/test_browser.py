@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +220,215 @@ async def test_a_worker_told_to_stop_is_shown_draining_then_stopped_and_its_row_
     assert row["attempts"] == 0  # nack'd: the retry budget is kept
     browser.get(d.base + f"/jobs/{job_id}")
     assert "QUEUED" in browser.find_element(By.ID, "live").text
+
+
+async def test_a_killed_worker_is_shown_lost_with_the_rows_recovery_took_from_it(
+    store: Store, producer: Soniq, browser: Any, tmp_path: Path, processes: list[Any]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    marker = tmp_path / "holding"
+    d = dashboard(store, tmp_path, processes)
+    killed = worker(store, tmp_path, processes)
+    job_id = await producer.enqueue("dash_jobs.hold", marker=str(marker))
+    await asyncio.to_thread(wait_for, marker.exists, what="the job running in the worker")
+    browser.get(d.base + "/workers")
+    worker_id = in_browser(
+        browser,
+        lambda b: b.find_element(By.CSS_SELECTOR, "tr[data-state=RUNNING]").get_attribute("data-worker-id"),
+        what="the running worker",
+    )
+
+    killed.signal(signal.SIGKILL)
+    assert await asyncio.to_thread(killed.wait, 10) == -signal.SIGKILL
+    # A second worker that judges silence after 2s sweeps the first one's row and the job it held.
+    sweeper = Worker(store, tmp_path, extra_env={"SONIQ_HEARTBEAT_TIMEOUT": "2"})
+    processes.append(sweeper)
+    await until(lambda: producer.dead_letter.get(job_id), what="the held job rescued")  # its one attempt spent
+
+    row = f"tr[data-worker-id='{worker_id}']"
+    in_browser(browser, lambda b: row_state(b, worker_id) == "LOST", what="LOST")
+    cells = browser.find_element(By.CSS_SELECTOR, row).text
+    assert "STOPPED" not in cells
+    assert "lost while RUNNING, stopped by stale recovery" in cells
+    took = browser.find_element(By.CSS_SELECTOR, f"{row} .rescued").text
+    assert took == f"stale recovery took 1 row: {job_id[:8]} (dead-lettered: worker lost)"
+    link = browser.find_element(By.CSS_SELECTOR, f"{row} .rescued a")
+    assert link.get_attribute("href").endswith(f"/jobs/{job_id}")
+
+
+async def test_the_schedules_page_lists_a_firing_schedule_and_pauses_and_resumes_it(
+    store: Store, producer: Soniq, browser: Any, tmp_path: Path, processes: list[Any]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    await producer.scheduler.add("dash_jobs.quick", every=1, args={"n": 1}, name="tick")
+    d = dashboard(store, tmp_path, processes, writes=True)
+    processes.append(Worker(store, tmp_path, extra_env={"SONIQ_SCHEDULER_POLL_INTERVAL": "0.2"}))
+    row = "tr[data-schedule='tick']"
+
+    def cell(b: Any, label: str) -> str:
+        return str(b.find_element(By.CSS_SELECTOR, f"{row} td[data-label='{label}']").text)
+
+    browser.get(d.base + "/schedules")
+    assert "no schedules yet" not in browser.find_element(By.TAG_NAME, "body").text
+    in_browser(browser, lambda b: int(cell(b, "runs")) >= 2, what="the schedule firing, live on the page")
+    assert cell(browser, "trigger") == "every 1s"
+    assert cell(browser, "state") == "ACTIVE"
+    assert cell(browser, "lateness") == "on time"
+    assert UTC_TIME.match(cell(browser, "last run").splitlines()[0])
+    assert UTC_TIME.match(cell(browser, "next run"))
+
+    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
+    in_browser(
+        browser,
+        lambda b: b.find_element(By.CSS_SELECTOR, f"{row} button[name=pause]").click() or True,
+        what="Pause clicked",
+    )
+    in_browser(
+        browser, lambda b: b.find_element(By.CSS_SELECTOR, ".notice").text == "paused schedule tick", what="notice"
+    )
+    assert cell(browser, "state") == "PAUSED"
+    assert cell(browser, "lateness") == "paused"
+    stored = await producer.scheduler.get("tick")
+    assert stored is not None
+    assert stored["paused"] is True
+    runs = stored["run_count"]
+
+    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
+    browser.find_element(By.CSS_SELECTOR, f"{row} button[name=resume]").click()
+    in_browser(
+        browser, lambda b: b.find_element(By.CSS_SELECTOR, ".notice").text == "resumed schedule tick", what="notice"
+    )
+    assert cell(browser, "state") == "ACTIVE"
+
+    async def fired_again() -> bool:
+        view = await producer.scheduler.get("tick")
+        return view is not None and view["run_count"] > runs
+
+    await until(fired_again, what="the resumed schedule firing again")
+
+    # A pause without the key changes nothing.
+    client = HttpClient(d.base)
+    token = client.csrf()
+    assert client.post("/schedules/action", {"pause": "tick", "csrf_token": token})[0] == 403
+    assert client.post("/schedules/action", {"pause": "tick", "csrf_token": token, "api_key": "wrong"})[0] == 403
+    status, _ = client.post(
+        "/schedules/action", {"pause": "tick", "csrf_token": token, "api_key": API_KEY}, {"Origin": "http://evil.test"}
+    )
+    assert status == 403
+    assert client.post("/schedules/action", {"pause": "tick", "api_key": API_KEY})[0] == 403  # no CSRF token
+    assert (await producer.scheduler.get("tick"))["paused"] is False  # type: ignore[index]
+
+
+UTC_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
+
+
+async def test_jobs_due_later_show_their_run_at_and_filter_apart_with_every_time_in_utc(
+    store: Store, producer: Soniq, browser: Any, tmp_path: Path, processes: list[Any]
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    d = dashboard(store, tmp_path, processes)
+    due = await producer.enqueue("dash_jobs.quick", n=1)
+    run_at = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=2)
+    later = await producer.enqueue("dash_jobs.quick", n=2, scheduled_at=run_at)
+
+    browser.get(d.base + "/jobs")
+
+    def cell(b: Any, job_id: str, label: str) -> str:
+        return str(b.find_element(By.CSS_SELECTOR, f"tr[data-job-id='{job_id}'] td[data-label='{label}']").text)
+
+    assert cell(browser, later, "status") == "SCHEDULED"
+    assert cell(browser, due, "status") == "QUEUED"
+    assert cell(browser, later, "run at").splitlines() == [run_at.strftime("%Y-%m-%d %H:%M:%S UTC"), "in 1h 59m"]
+    assert UTC_TIME.match(cell(browser, due, "run at"))
+    assert UTC_TIME.match(cell(browser, due, "created"))
+
+    Select(browser.find_element(By.NAME, "status")).select_by_visible_text("scheduled for later")
+    browser.find_element(By.CSS_SELECTOR, "form.filters button[type=submit]").click()
+    in_browser(browser, lambda b: "status=scheduled" in b.current_url, what="the filtered page")
+    ids = [r.get_attribute("data-job-id") for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-job-id]")]
+    assert ids == [later]
+    browser.get(d.base + "/jobs?status=queued")
+    ids = [r.get_attribute("data-job-id") for r in browser.find_elements(By.CSS_SELECTOR, "tr[data-job-id]")]
+    assert ids == [due]
+
+    # The page's own "Updated" time is UTC in the server's format, and stays so after a live update.
+    first = browser.find_element(By.ID, "live-status").text
+    assert re.fullmatch(r"Updated \d\d:\d\d:\d\d UTC", first)
+    in_browser(browser, lambda b: b.find_element(By.ID, "live-status").text != first, what="a live update")
+    assert re.fullmatch(r"Updated \d\d:\d\d:\d\d UTC", browser.find_element(By.ID, "live-status").text)
+
+
+async def test_dead_letter_actions_fit_a_1400px_window_and_the_bulk_confirmation_shows_each_row(
+    store: Store, producer: Soniq, browser: Any, tmp_path: Path, processes: list[Any]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = dashboard(store, tmp_path, processes, writes=True)
+    worker(store, tmp_path, processes)
+    secret = "hunter2-" + "x" * 8
+    long_note = "a long note " * 20
+    job_id = await producer.enqueue("dash_jobs.login", user="ann", password=secret, note=long_note, queue="logins")
+    dead = await until(lambda: producer.dead_letter.get(job_id), what="the job dead-lettered")
+    reason = str(dead["dead_letter_reason"]).replace("_", " ").upper()
+
+    size = browser.get_window_size()
+    browser.set_window_size(1400, 900)
+    try:
+        browser.get(d.base + "/dead-letters")
+        in_browser(browser, lambda b: b.find_element(By.CSS_SELECTOR, f"tr[data-job-id='{job_id}']"), what="the row")
+        fits = browser.execute_script(
+            """
+            const cell = document.querySelector(arguments[0] + " td[data-label=actions]");
+            const box = cell.closest(".scroll");
+            const buttons = Array.from(cell.querySelectorAll("a")).map(a => a.getBoundingClientRect());
+            const edge = box.getBoundingClientRect().right;
+            return {scrolls: box.scrollWidth > box.clientWidth, inside: buttons.every(r => r.right <= edge + 0.5),
+                    seen: buttons.every(r => r.right <= window.innerWidth)};
+            """,
+            f"tr[data-job-id='{job_id}']",
+        )
+        assert fits == {"scrolls": False, "inside": True, "seen": True}
+    finally:
+        browser.set_window_size(size["width"], size["height"])
+
+    browser.get(d.base + "/dead-letters?queue=logins")
+    browser.find_element(By.LINK_TEXT, "Replay all matching…").click()
+    in_browser(browser, lambda b: "/confirm" in b.current_url, what="the confirmation page")
+    row = browser.find_element(By.CSS_SELECTOR, f"table.confirm-rows tr[data-job-id='{job_id}']")
+    text = row.text
+    assert "dash_jobs.login" in text
+    assert row.find_element(By.CSS_SELECTOR, "td[data-label=queue]").text == "logins"
+    assert row.find_element(By.CSS_SELECTOR, "td[data-label=reason]").text == reason
+    preview = row.find_element(By.CSS_SELECTOR, "td[data-label=arguments]").text
+    assert preview.startswith('user="ann", password=***, note="a long note')
+    assert preview.endswith("…")
+    assert len(preview) == 120
+    assert secret not in browser.find_element(By.TAG_NAME, "body").text
+    assert secret not in browser.page_source
+    # The page has nothing live, and its poll says so by staying "Updated", never "paused: HTTP 500".
+    first = browser.find_element(By.ID, "live-status").text
+    later = in_browser(
+        browser,
+        lambda b: (t := b.find_element(By.ID, "live-status").text) != first and t,
+        what="the confirmation page's poll answered",
+    )
+    assert later.startswith("Updated "), later
+
+
+async def test_the_favicon_is_served_from_the_package(browser: Any, tmp_path: Path, processes: list[Any]) -> None:
+    from dash_harness import make_store
+
+    d = dashboard(make_store("sqlite", tmp_path), tmp_path, processes)
+    browser.get(d.base + "/")
+    script = "return fetch(arguments[0]).then(r => [r.status, r.headers.get('content-type')]);"
+    for path in ("/favicon.ico", "/static/favicon.svg"):
+        assert browser.execute_script(script, d.base + path) == [200, "image/svg+xml"], path
+    icon = browser.execute_script("return document.querySelector('link[rel=icon]').href;")
+    assert icon == d.base + "/static/favicon.svg"
 
 
 async def test_writes_fail_without_the_key_and_change_nothing(

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from dash_harness import Store
 
 from soniq import Soniq
-from soniq.params import RegisterWorkerParams, SetWorkerStatusParams
-from soniq.records import WorkerInfo, WorkerStatus
+from soniq.params import RegisterWorkerParams, SetSchedulePausedParams, SetWorkerStatusParams
+from soniq.records import StaleJobPolicy, WorkerInfo, WorkerStatus
 from soniq.redaction import redact_url
+from soniq.rescue import sweep_stale_workers
 from soniq_dashboard import create_dashboard_app
-from soniq_dashboard.reads import DashboardReads, JobFilter, trace_id_of
+from soniq_dashboard.reads import DashboardReads, JobFilter, args_preview, trace_id_of
 
 
 @pytest.mark.asyncio
@@ -45,6 +48,32 @@ async def test_filters_and_search(producer: Soniq) -> None:
 
 
 @pytest.mark.asyncio
+async def test_jobs_scheduled_for_later_are_told_apart_from_due_ones(producer: Soniq) -> None:
+    reads = DashboardReads(producer)
+    due = await producer.enqueue("dash_jobs.quick", n=1)
+    later = await producer.enqueue("dash_jobs.quick", n=2, scheduled_at=datetime.now(UTC) + timedelta(hours=1))
+
+    everything = {r["id"]: r["scheduled_later"] for r in (await reads.jobs_page(JobFilter())).rows}
+    assert everything == {due: False, later: True}
+    assert [r["id"] for r in (await reads.jobs_page(JobFilter(status="scheduled"))).rows] == [later]
+    assert [r["id"] for r in (await reads.jobs_page(JobFilter(status="queued"))).rows] == [due]
+    # Paged one row at a time, the filter still walks every queued row exactly once.
+    page = await reads.jobs_page(JobFilter(status="queued"), limit=1)
+    assert [r["id"] for r in page.rows] == [due]
+    assert (
+        page.next_cursor is None or (await reads.jobs_page(JobFilter(status="queued"), page.next_cursor, 1)).rows == []
+    )
+
+
+def test_the_argument_preview_masks_passwords_and_stays_short() -> None:
+    preview = args_preview({"user": "ann", "password": "hunter2", "dsn": "postgresql://app:s3cret@db/app"})
+    assert preview == 'user="ann", password=***, dsn="postgresql://app:***@db/app"'
+    long = args_preview({"text": "x" * 500})
+    assert len(long) == 120
+    assert long.endswith("…")
+
+
+@pytest.mark.asyncio
 async def test_overview_counts_queues_and_the_oldest_queued_age(producer: Soniq) -> None:
     reads = DashboardReads(producer)
     assert (await reads.overview()).oldest_queued_age is None
@@ -76,9 +105,34 @@ async def test_worker_rows_map_onto_the_state_machine_names(producer: Soniq) -> 
     assert views["w-running"].state == "RUNNING"
     assert views["w-draining"].state == "DRAINING"
     assert views["w-forced"].state == "FORCE_TIMEOUT_PATH"
-    assert views["w-lost"].state == "STOPPED"
+    assert views["w-lost"].state == "LOST"
     assert views["w-lost"].lost
+    assert views["w-lost"].lost_in == "WAIT_FOR_THREAD"
     assert not views["w-running"].stale
+
+
+@pytest.mark.asyncio
+async def test_a_worker_that_went_silent_right_after_registering_is_lost_not_stopped(producer: Soniq) -> None:
+    backend = await producer.connected_backend()
+    info = WorkerInfo(id="w-killed", hostname="h", pid=1, queues=("default",), concurrency=2)
+    await backend.register_worker(RegisterWorkerParams(worker=info))  # state stays NULL, as a worker leaves it
+    clean = WorkerInfo(id="w-clean", hostname="h", pid=2, queues=("default",), concurrency=2)
+    await backend.register_worker(RegisterWorkerParams(worker=clean))
+    await backend.set_worker_status(SetWorkerStatusParams("w-clean", WorkerStatus.STOPPED, state="STOPPED"))
+    before = {w.id: w.last_heartbeat for w in await backend.list_workers()}
+
+    result = await sweep_stale_workers(backend, heartbeat_timeout=0.0, policy=StaleJobPolicy.REQUEUE)
+
+    assert result.stale_workers == ("w-killed",)
+    views = {v.id: v for v in await DashboardReads(producer).workers()}
+    killed = views["w-killed"]
+    assert (killed.state, killed.lost, killed.lost_in) == ("LOST", True, "RUNNING")
+    assert killed.recovered_at is not None
+    assert killed.rescued == []
+    assert killed.last_shutdown is None  # recovery's record is not shown as a shutdown the worker did
+    # The age shown is of the worker's own last heartbeat, not of recovery's write.
+    assert killed.heartbeat_age >= datetime.now(UTC) - before["w-killed"].replace(tzinfo=UTC) - timedelta(seconds=1)
+    assert (views["w-clean"].state, views["w-clean"].lost) == ("STOPPED", False)
 
 
 @pytest.mark.asyncio
@@ -93,10 +147,33 @@ async def test_a_job_detail_falls_back_to_its_dead_letter_row(producer: Soniq) -
 
 
 @pytest.mark.asyncio
-async def test_schedules_are_empty_until_periodic_jobs_exist(producer: Soniq) -> None:
-    schedules = await DashboardReads(producer).schedules()
-    assert not schedules.configured
-    assert schedules.rows == []
+async def test_schedules_list_every_trigger_with_its_state_and_lateness(producer: Soniq) -> None:
+    reads = DashboardReads(producer)
+    assert (await reads.schedules()).rows == []
+    await producer.scheduler.add("dash_jobs.quick", every=90, args={"n": 1}, name="tick")
+    await producer.scheduler.add("dash_jobs.flaky", cron="30 4 * * *", timezone="Europe/Paris", name="nightly")
+    await producer.scheduler.pause("nightly")
+    backend = await producer.connected_backend()
+    # No scheduler runs here: a due time an hour ago stays unfired, and the page says how late it is.
+    await backend.set_schedule_paused(
+        SetSchedulePausedParams(name="tick", paused=False, next_run=datetime.now(UTC) - timedelta(hours=1))
+    )
+
+    rows = {r.name: r for r in (await reads.schedules()).rows}
+
+    assert list(rows) == ["nightly", "tick"]
+    tick, nightly = rows["tick"], rows["nightly"]
+    assert (tick.trigger, tick.job_name, tick.paused, tick.run_count, tick.last_run) == (
+        "every 90s",
+        "dash_jobs.quick",
+        False,
+        0,
+        None,
+    )
+    assert tick.lateness is not None
+    assert timedelta(minutes=59) < tick.lateness < timedelta(minutes=61)
+    assert (nightly.trigger, nightly.paused, nightly.lateness) == ("cron 30 4 * * * (Europe/Paris)", True, None)
+    assert nightly.next_run > datetime.now(UTC)
 
 
 def test_trace_id_comes_from_the_stored_traceparent() -> None:

@@ -30,6 +30,12 @@ async def test_unreachable_server_names_host_and_port() -> None:
         await backend.connect()
     assert "\n" not in str(caught.value)
     assert isinstance(caught.value.__cause__, OSError)
+    # The hint fits any platform; the Debian command is one example among others.
+    message = str(caught.value)
+    assert "is the server running" in message
+    assert "systemctl start postgresql" in message
+    assert "brew services start postgresql" in message
+    assert "Debian/Ubuntu pg_ctlcluster" in message
 
 
 async def test_missing_database_is_one_clear_line(pg_url: str) -> None:

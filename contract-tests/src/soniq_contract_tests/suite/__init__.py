@@ -34,6 +34,7 @@ from soniq_contract_tests.suite.dead_letter_bulk import DeadLetterBulkContract
 from soniq_contract_tests.suite.dedup import DedupContract
 from soniq_contract_tests.suite.dependencies import DependencyContract  # issue 19
 from soniq_contract_tests.suite.enqueue import EnqueueContract
+from soniq_contract_tests.suite.error_text import ErrorTextContract
 from soniq_contract_tests.suite.expire_unknown import ExpireUnknownJobsContract
 from soniq_contract_tests.suite.fencing import FencingContract
 from soniq_contract_tests.suite.fleet_processes import FleetProcessContract  # issue 19
@@ -78,6 +79,7 @@ class BackendContractSuite(
     EnqueueContract,
     TransactionalEnqueueContract,
     SettleContract,
+    ErrorTextContract,
     WorkerContract,
     PrepareWorkerContract,
     WaitForJobsContract,

@@ -43,7 +43,17 @@ from soniq.records import (
 )
 from soniq.retry import AppRetryPolicy  # compat-jobs (issue 12)
 from soniq.routing import TaskRef, task_ref  # compat-surface
-from soniq.scheduling import CatchUp, ManualClock, ScheduleError, cron, daily, every, monthly, weekly  # issue 14
+from soniq.scheduling import (  # issue 14
+    CatchUp,
+    ManualClock,
+    ScheduleError,
+    ScheduleTypeError,  # issue 28: also a TypeError, as in soniq 0.1.0
+    cron,
+    daily,
+    every,
+    monthly,
+    weekly,
+)
 from soniq.settings import Settings
 from soniq.validation import JobOptionsError
 from soniq.worker.state import WorkerState
@@ -88,6 +98,7 @@ __all__ = [
     "Observer",
     "Permanent",
     "ScheduleError",
+    "ScheduleTypeError",
     "SchemaStatus",  # compat-surface
     "Settings",
     "SettingsError",

@@ -155,6 +155,7 @@ class Soniq:
             self.observers.append(factory(self.settings))
         self.dead_letter = DeadLetterService(self)
         self._connected = False
+        self._closed = False  # 0.1.0's `is_closed`: `close()` sets it, the next `connect()` clears it
         # One lock per event loop: a lock made on the first loop cannot be awaited on another.
         self._connect_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
@@ -438,6 +439,7 @@ class Soniq:
             if not self._connected:
                 await self.backend.connect()
                 self._connected = True
+                self._closed = False
 
     async def connected_backend(self) -> Backend:
         """The backend for the running loop: the app's own, or the sync bridge's on its thread."""
@@ -468,7 +470,10 @@ class Soniq:
     async def close(self) -> None:
         """Close the backend, and stop the `enqueue_sync` thread if one was started.
 
-        `wait_for` calls still waiting on this loop raise `SoniqError` (the app was closed)."""
+        `wait_for` calls still waiting on this loop raise `SoniqError` (the app was closed), and a
+        scheduler loop `app.scheduler.start()` began is stopped first."""
+        if self._scheduler is not None:
+            await self._scheduler.stop()
         try:
             waiter = self._waiters.pop(asyncio.get_running_loop(), None)
         except RuntimeError:
@@ -482,6 +487,7 @@ class Soniq:
         if self._sync_pool is not None:
             self._sync_pool.shutdown(wait=False)
             self._sync_pool = None
+        self._closed = True
 
     async def __aenter__(self) -> Soniq:
         await self.connect()
@@ -854,6 +860,11 @@ class Soniq:
         await self.connect()
 
     @property
+    def is_closed(self) -> bool:
+        """0.1.0's name: False until `close()`, True after it (until a later `connect()` opens the app again)."""
+        return self._closed
+
+    @property
     def metrics_sink(self) -> MetricsSink:
         """0.1.0's name for `metrics`."""
         return self.metrics
@@ -959,7 +970,12 @@ class Soniq:
         backend = await self.connected_backend()
         outcome = await backend.request_cancel(RequestCancelParams(job_id=str(job_id)))
         if outcome is CancelOutcome.ALREADY_FINISHED:
-            logger.info("cancel lost the race: job %s already finished", job_id)
+            row = await backend.get_job(GetJobParams(job_id=str(job_id)))
+            if row is not None and row.status is JobStatus.CANCELLED:
+                logger.info("job %s is already cancelled; nothing to do", job_id)
+            else:
+                ended = row.status.value if row is not None else "dead-lettered or deleted"
+                logger.info("cancel lost the race: job %s already finished (%s)", job_id, ended)
         return outcome
 
     async def wait_for(self, job_id: str, timeout: float | None = None) -> Any:

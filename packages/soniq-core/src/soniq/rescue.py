@@ -8,13 +8,18 @@ backend words, counts and routes a lost row the same way.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
-from soniq.params import FindStaleJobsParams, Rescue, RescueAction, RescueJobsParams
-from soniq.records import DeadLetterReason, JobRecord, RecoveryResult, StaleJobPolicy
+from soniq.params import FindStaleJobsParams, Rescue, RescueAction, RescueJobsParams, SetWorkerStatusParams
+from soniq.records import DeadLetterReason, JobRecord, RecoveryResult, StaleJobPolicy, WorkerStatus
 
 if TYPE_CHECKING:
     from soniq.backend import Backend
+
+logger = logging.getLogger("soniq.worker")
 
 
 def lost_worker_error(worker_id: str | None, heartbeat_timeout: float) -> str:
@@ -58,4 +63,54 @@ async def sweep_stale_workers(backend: Backend, *, heartbeat_timeout: float, pol
     applied = tuple(r for r in rescues if r.job_id in written)
     requeued = tuple(r.job_id for r in applied if r.action is not RescueAction.DEAD_LETTER)
     dead = tuple(r.job_id for r in applied if r.action is RescueAction.DEAD_LETTER)
+    if scan.stale_workers:
+        await record_lost_workers(backend, scan.stale_workers, applied, heartbeat_timeout=heartbeat_timeout)
     return RecoveryResult(stale_workers=scan.stale_workers, requeued=requeued, dead_lettered=dead, rescues=applied)
+
+
+def lost_record(
+    rescues: Sequence[Rescue], *, last_heartbeat: datetime | None, heartbeat_timeout: float
+) -> dict[str, Any]:
+    """What stale recovery adds to the `last_shutdown` of a worker it stopped: when, and the rows it took.
+
+    ``recovered`` is never in the summary a worker writes at its own STOPPED, so operators' tools (the
+    dashboard) can tell the two apart and list the rescued rows with what became of each.
+    """
+    return {
+        "recovered": True,
+        "recovered_at": datetime.now(UTC).isoformat(),
+        "heartbeat_timeout": heartbeat_timeout,
+        "last_heartbeat": None if last_heartbeat is None else last_heartbeat.isoformat(),
+        "rescued": [
+            {"job_id": r.job_id, "action": r.action.value, **({"reason": r.reason} if r.reason else {})}
+            for r in rescues
+        ],
+    }
+
+
+async def record_lost_workers(
+    backend: Backend, worker_ids: Sequence[str], rescues: Sequence[Rescue], *, heartbeat_timeout: float
+) -> None:
+    """On each worker row the sweep marked `stopped`, record in `last_shutdown` that recovery stopped it
+    and which of its rows it rescued.
+
+    The rows are already written; a failure here only leaves the worker row without that record, so it
+    is logged, never raised. `set_worker_status` stamps the heartbeat, so the last real one is kept in
+    the record (read before the write).
+    """
+    try:
+        rows = {w.id: w for w in await backend.list_workers() if w.id in worker_ids}
+        for worker_id in worker_ids:
+            row = rows.get(worker_id)
+            record = lost_record(
+                [r for r in rescues if r.expected_worker_id == worker_id],
+                last_heartbeat=None if row is None else row.last_heartbeat,
+                heartbeat_timeout=heartbeat_timeout,
+            )
+            # A worker that reached STOPPED but left rows to recovery keeps its own summary beside this.
+            own = dict(row.last_shutdown) if row is not None and row.last_shutdown else {}
+            await backend.set_worker_status(
+                SetWorkerStatusParams(worker_id=worker_id, status=WorkerStatus.STOPPED, last_shutdown=own | record)
+            )
+    except Exception as exc:
+        logger.warning("stale recovery: could not record lost workers %s: %s", ", ".join(worker_ids), exc)

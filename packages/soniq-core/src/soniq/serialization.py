@@ -100,3 +100,18 @@ def safe_text(text: str) -> str:
     except UnicodeEncodeError:
         text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     return text
+
+
+# C0 controls but the line break, DEL, C1 controls, and the bidirectional overrides that can reorder a line.
+_CONTROLS = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape_control(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return {9: "\\t", 13: "\\r"}.get(code) or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def printable_lines(text: str) -> str:
+    """`text` with its line breaks kept and every other control character escaped (``\\x1b``, ``\\r``),
+    lone surrogates too: a traceback as a log shows it, where no line can rewrite or forge another."""
+    return safe_text(_CONTROLS.sub(_escape_control, text))

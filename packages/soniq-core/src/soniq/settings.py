@@ -121,6 +121,8 @@ class Settings:
     """The TCP port a worker serves ``/metrics`` on, when an exporter such as soniq-prometheus is installed."""
     unknown_job_timeout: float | None = 86400.0
     allow_no_jobs: bool = False
+    log_jobs: bool = True
+    """One INFO line per finished job on the ``soniq.jobs`` logger (``soniq worker --quiet-jobs`` turns it off)."""
     max_result_bytes: int = 1_048_576
     cancel_grace_seconds: float = 5.0
     # -- schedules, leader lease, pruning (issue 14) --
@@ -369,6 +371,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "metrics_port": _port,
     "unknown_job_timeout": _optional_positive,
     "allow_no_jobs": _parse_bool,
+    "log_jobs": _parse_bool,
     "max_result_bytes": _at_least(1),
     "cancel_grace_seconds": _non_negative,
     # -- schedules, leader lease, pruning (issue 14) --

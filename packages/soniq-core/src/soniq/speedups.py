@@ -30,7 +30,7 @@ try:  # optional: the `speed` extra (imported by name: type checkers need not ha
 except ImportError:
     _orjson = None
 
-__all__ = ["ORJSON", "loads", "uvloop_available", "worker_loop_factory"]
+__all__ = ["ORJSON", "loads", "running_loop_name", "uvloop_available", "worker_loop_factory"]
 
 ORJSON = _orjson is not None
 """Whether stored JSON is decoded with orjson."""
@@ -61,6 +61,11 @@ def _loads_orjson(text: str | bytes | bytearray) -> Any:
 
 loads: Callable[[str | bytes | bytearray], Any] = _loads_orjson if _orjson is not None else json.loads
 """`json.loads`, through orjson when it is installed (same values, same errors)."""
+
+
+def running_loop_name() -> str:
+    """``uvloop`` when the running event loop is uvloop's, else ``asyncio``."""
+    return "uvloop" if type(asyncio.get_running_loop()).__module__.startswith("uvloop") else "asyncio"
 
 
 def uvloop_available() -> bool:

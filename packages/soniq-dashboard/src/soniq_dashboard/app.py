@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
@@ -12,14 +12,22 @@ from urllib.parse import parse_qsl, urlencode
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import (
+    FileResponse,
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from soniq import Soniq
 from soniq.redaction import redact_url
+from soniq_dashboard.charts import Charts
 from soniq_dashboard.metrics import MetricsEndpoint
-from soniq_dashboard.reads import STATUSES, DashboardReads, JobFilter
+from soniq_dashboard.reads import STATUSES, DashboardReads, JobFilter, args_preview
 from soniq_dashboard.security import (
     API_KEY_FIELD,
     CSRF_COOKIE,
@@ -59,10 +67,29 @@ def _age(value: timedelta | None) -> str:
     return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
 
 
+def _utc(value: datetime) -> datetime:
+    """Naive times from a store are UTC; aware ones are converted, so every time on a page is UTC."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
 def _when(value: Any) -> str:
+    """Every timestamp the dashboard shows, in one format: ``2026-01-31 14:05:09 UTC``."""
+    if isinstance(value, str):
+        text: str = value
+        try:
+            value = datetime.fromisoformat(text)  # ISO times inside JSON records, such as a shutdown's path
+        except ValueError:
+            return text
     if isinstance(value, datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S UTC")
+        return _utc(value).strftime("%Y-%m-%d %H:%M:%S UTC")
     return "" if value is None else str(value)
+
+
+def _until(value: Any) -> str:
+    """How far ahead `value` is, as `_age` words it."""
+    if not isinstance(value, datetime):
+        return ""
+    return _age(max(timedelta(0), _utc(value) - datetime.now(UTC)))
 
 
 def _pretty(value: Any) -> str:
@@ -77,7 +104,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(age=_age, when=_when, pretty=_pretty)
+    env.filters.update(age=_age, when=_when, until=_until, pretty=_pretty, preview=args_preview)
     return env
 
 
@@ -94,7 +121,8 @@ class Dashboard:
         self.app = app
         self.metrics_endpoint = MetricsEndpoint(app)
         self.reads = DashboardReads(app)
-        self.overview_snapshot = Refresher(self.reads.overview, poll_interval)
+        self.charts = Charts(poll_interval)
+        self.overview_snapshot = Refresher(self.charts.sampling(self.reads.overview), poll_interval)
         self.prefix = prefix
         self.guard = guard
         self.poll_interval = poll_interval
@@ -118,13 +146,15 @@ class Dashboard:
             "csrf_token": token,
             "api_key_field": API_KEY_FIELD,
             "poll_ms": int(self.poll_interval * 1000),
-            "now": datetime.now().astimezone(),
+            "now": datetime.now(UTC),
             "query": lambda **changes: self._query(request, changes),
             **context,
         }
         tmpl = self.env.get_template(template)
         if request.query_params.get("partial") == "live":
-            body = "".join(tmpl.blocks["live"](tmpl.new_context(ctx)))
+            # A page with nothing live (a confirmation, a refusal) answers its poll with an empty region.
+            live = tmpl.blocks.get("live")
+            body = "".join(live(tmpl.new_context(ctx))) if live is not None else ""
         else:
             body = tmpl.render(ctx)
         response = HTMLResponse(body, headers=SECURITY_HEADERS | {"cache-control": "no-store"})
@@ -190,16 +220,17 @@ class Dashboard:
         job_id = q.get("id") or ""
         if job_id:
             row = await self.app.dead_letter.get(job_id)
-            ids, complete = ([row["id"]] if row else []), True
+            rows = [row] if row else []
         else:
-            ids, complete = await self.reads.dead_letter_ids(queue=q.get("queue") or None, name=q.get("name") or None)
+            rows = await self.reads.dead_letter_rows(queue=q.get("queue") or None, name=q.get("name") or None)
         return self.render(
             request,
             "confirm.html",
             "dead-letters",
             action=action,
-            ids=ids,
-            complete=complete,
+            ids=[row["id"] for row in rows],
+            rows=rows,
+            complete=True,
             single=bool(job_id),
             queue=q.get("queue") or "",
             name=q.get("name") or "",
@@ -215,7 +246,17 @@ class Dashboard:
         )
 
     async def schedules(self, request: Request) -> Response:
-        return self.render(request, "schedules.html", "schedules", schedules=await self.reads.schedules())
+        return self.render(
+            request,
+            "schedules.html",
+            "schedules",
+            schedules=await self.reads.schedules(),
+            notice=request.query_params.get("notice") or "",
+        )
+
+    async def favicon(self, request: Request) -> Response:
+        """For clients that ask for ``/favicon.ico`` without reading the page's icon link: the same icon."""
+        return FileResponse(HERE / "static" / "favicon.svg", media_type="image/svg+xml", headers=SECURITY_HEADERS)
 
     async def metrics(self, request: Request) -> Response:
         rendered = await self.metrics_endpoint.render()
@@ -273,6 +314,22 @@ class Dashboard:
         notice = f"{verb} {done} dead-letter job{'s' if done != 1 else ''}"
         return RedirectResponse(f"{self.base(request)}/dead-letters?{urlencode({'notice': notice})}", status_code=303)
 
+    async def schedule_action(self, request: Request) -> Response:
+        """Pause or resume one schedule: the row's button sends ``pause=<name>`` or ``resume=<name>``."""
+        form = await self._guarded(request)
+        if isinstance(form, Response):
+            return form
+        if form.get("pause"):
+            name, verb = form["pause"], "paused"
+            done = await self.app.scheduler.pause(name)
+        elif form.get("resume"):
+            name, verb = form["resume"], "resumed"
+            done = await self.app.scheduler.resume(name)
+        else:
+            return self._refuse(request, "unknown action", status=400)
+        notice = f"{verb} schedule {name}" if done else f"no schedule is named {name}: nothing changed"
+        return RedirectResponse(f"{self.base(request)}/schedules?{urlencode({'notice': notice})}", status_code=303)
+
     async def cancel(self, request: Request) -> Response:
         form = await self._guarded(request)
         if isinstance(form, Response):
@@ -292,7 +349,10 @@ class Dashboard:
             Route("/dead-letters/action", self.dead_letter_action, methods=["POST"]),
             Route("/workers", self.workers, name="workers"),
             Route("/schedules", self.schedules, name="schedules"),
+            *self.charts.routes(self, SECURITY_HEADERS),
+            Route("/schedules/action", self.schedule_action, methods=["POST"]),
             Route("/healthz", self.health),
+            Route("/favicon.ico", self.favicon),
             Route("/metrics", self.metrics),
             Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
         ]

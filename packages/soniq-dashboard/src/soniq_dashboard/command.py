@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from soniq import Soniq
+    from soniq.cli.common import refuse_to_create_default
     from soniq.redaction import redact_url
     from soniq_dashboard.app import create_dashboard_app
 
@@ -75,6 +76,11 @@ def run(args: argparse.Namespace) -> int:
         app = build_app(args, need_jobs=False)  # the app the jobs modules define, as `soniq worker` finds it
     else:
         app = Soniq(args.database_url) if args.database_url else Soniq()
+    # Like every read command: no URL and no ./soniq.db is one `soniq: error:` line, not a new empty database.
+    refuse_to_create_default(app, "dashboard")
+    # Built here, not in the server's lifespan: a backend package that is not installed is then one line
+    # from core's CLI instead of uvicorn's traceback and exit 3.
+    _ = app.backend
     api_key = os.environ.get(API_KEY_VARIABLE) or None
     if args.writes and not api_key:
         raise ValueError(f"--writes needs the API key in ${API_KEY_VARIABLE}")

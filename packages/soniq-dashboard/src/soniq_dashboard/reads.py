@@ -3,8 +3,11 @@
 Each method maps onto the backend protocol's reads (protocol 2): `job_counts`
 for the overview's counts, `job_activity` for the hour and day windows,
 `job_page` and `dead_letter_page` for keyset-paginated listings, `queue_names`,
-and `list_workers`, whose rows carry the exact shutdown state and what the
-last shutdown did. Every answer is exact; no read scans more than one page.
+`list_workers`, whose rows carry the exact shutdown state and what the
+last shutdown did (or what stale recovery took), and `list_schedules` through
+`app.scheduler.list()`. Every answer is exact; no read scans more than one page, except the
+jobs page's due-now and scheduled-for-later filters, which read at most `SCAN_READS` pages of
+queued rows (the page says when it stopped short).
 """
 
 from __future__ import annotations
@@ -20,11 +23,16 @@ from soniq import Soniq
 from soniq.backend import Backend
 from soniq.limits import describe
 from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobCursor, JobPageParams, LimitScope
-from soniq.records import JobStatus
+from soniq.records import ActivityBucket, JobStatus
+from soniq.redaction import redact_text
 
 PAGE_SIZE = 50
+PREVIEW_CHARS = 120
 BULK_PAGE = 200
-STATUSES = ("queued", "processing", "done", "cancelled")
+STATUSES = ("queued", "scheduled", "processing", "done", "cancelled")
+"""The jobs page's status filter: `queued` means due now, `scheduled` queued for later (both stored `queued`)."""
+# Reads one filtered jobs page may make while it looks for due (or not yet due) queued rows.
+SCAN_READS = 4
 WINDOWS = (("last hour", timedelta(hours=1)), ("last day", timedelta(days=1)))
 # For rows written before the worker recorded its state (or by a worker that does not): status mapped to a state.
 WORKER_STATES = {"active": "RUNNING", "stopping": "DRAINING", "stopped": "STOPPED"}
@@ -36,6 +44,16 @@ def _now() -> datetime:
 
 def _aware(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value
+
+
+def _parse_time(value: Any) -> datetime | None:
+    """An ISO time written into a JSON record, or None when it is missing or not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return _aware(datetime.fromisoformat(value))
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +76,8 @@ class Overview:
     """Queue name -> its fleet-wide limits in words (issue 19), as this app declares them."""
     job_limits: list[tuple[str, str]] = field(default_factory=list)
     """(job name, its limits in words) for every job of this app that declares limits."""
+    activity: list[ActivityBucket] = field(default_factory=list)
+    """The minute buckets of the last day the windows are counted from, oldest first (the charts draw them)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +93,7 @@ class Page:
     rows: list[dict[str, Any]]
     next_cursor: str | None
     exact: bool = True
-    """Always True since protocol 2's keyset reads (kept for the templates)."""
+    """False when a filter the store cannot apply (due now or later) stopped reading before the page was full."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,13 +118,59 @@ class WorkerView:
     state_changed_at: datetime | None = None
     last_shutdown: dict[str, Any] | None = None
     lost: bool = False
-    """Stale recovery marked it stopped before the worker reached STOPPED itself."""
+    """Stale recovery marked it stopped before the worker reached STOPPED itself (`state` is then LOST)."""
+    lost_in: str | None = None
+    """For a lost worker: the state it had last written (RUNNING when it wrote none after registering)."""
+    recovered_at: datetime | None = None
+    """When stale recovery stopped it, as recovery recorded it on the row."""
+    rescued: list[dict[str, Any]] = field(default_factory=list)
+    """The rows stale recovery took from it: ``job_id``, ``action`` (release, requeue, dead_letter), ``reason``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleView:
+    name: str
+    job_name: str
+    queue: str
+    trigger: str
+    """``cron <expression> (<zone>)`` or ``every <seconds>s``, as `soniq inspect` words it."""
+    paused: bool
+    next_run: datetime
+    last_run: datetime | None
+    run_count: int
+    last_job_id: str | None
+    lateness: timedelta | None
+    """How long past its due time an active schedule has not fired (None: on time, or paused)."""
+    orphaned: bool
+    """Neither this app nor any live worker has the job, so nothing fires it."""
 
 
 @dataclass(frozen=True, slots=True)
 class Schedules:
-    configured: bool
-    rows: list[dict[str, Any]]
+    rows: list[ScheduleView]
+    late_after: timedelta
+    """A due time older than this (two scheduler polls) counts as late."""
+
+
+def mark_scheduled(row: dict[str, Any], now: datetime) -> dict[str, Any]:
+    """Add ``scheduled_later``: a queued row whose `scheduled_at` is still ahead, so no worker may take it yet."""
+    at = row.get("scheduled_at")
+    row["scheduled_later"] = row.get("status") == "queued" and isinstance(at, datetime) and _aware(at) > now
+    return row
+
+
+def args_preview(args: Any, limit: int = PREVIEW_CHARS) -> str:
+    """A job's arguments on one short line, ``key=value, ...``, masked by `soniq.redaction`.
+
+    Written as ``key=value`` so the helper masks a ``password=`` (``passwd``, ``pwd``) argument as it
+    masks a DSN's, and a URL's password wherever one appears; cut to `limit` characters only after that.
+    """
+    if isinstance(args, dict):
+        text = ", ".join(f"{key}={json.dumps(value, default=str, ensure_ascii=False)}" for key, value in args.items())
+    else:
+        text = json.dumps(args, default=str, ensure_ascii=False)
+    text = redact_text(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def encode_cursor(cursor: JobCursor | None) -> str | None:
@@ -159,18 +225,20 @@ class DashboardReads:
         totals = {k: sum(q[1][k] for q in queues) for k in keys}
         oldest = min((c.oldest_queued_at for c in counts if c.oldest_queued_at is not None), default=None)
         workers = await backend.list_workers()
+        windows, activity = await self._windows(backend)
         return Overview(
             totals=totals,
             queues=queues,
-            windows=await self._windows(backend),
+            windows=windows,
             oldest_queued_age=None if oldest is None else max(timedelta(0), _now() - _aware(oldest)),
             workers_running=sum(1 for w in workers if w.status.value != "stopped"),
             workers_total=len(workers),
             queue_limits=queue_limits,
             job_limits=[(lim.name, describe(lim)) for lim in limits if lim.scope is LimitScope.JOB],
+            activity=activity,
         )
 
-    async def _windows(self, backend: Backend) -> list[WindowCounts]:
+    async def _windows(self, backend: Backend) -> tuple[list[WindowCounts], list[ActivityBucket]]:
         """Done and dead-lettered rows per window, from one read of the longest window in minute buckets.
 
         One read, not one per window: the shorter windows are the trailing buckets of the longest, so the
@@ -186,7 +254,7 @@ class DashboardReads:
             done = sum(b.done for b in inside)
             failed = sum(b.dead_lettered for b in inside)
             result.append(WindowCounts(label=label, done=done, failed=failed, exact=True))
-        return result
+        return result, buckets
 
     async def oldest_queued_age(self, queued: int) -> timedelta | None:
         if queued <= 0:
@@ -204,18 +272,36 @@ class DashboardReads:
             found = await self.app.get_job(search)
             # `get_job` also answers for a dead letter (issue 12); those have their own page.
             if found is not None and found.get("status") != "dead_letter":
-                return Page(rows=[found], next_cursor=None)
-        page = await (await self._backend()).job_page(
-            JobPageParams(
-                statuses=[JobStatus(flt.status)] if flt.status else None,
-                queues=[flt.queue] if flt.queue else None,
-                job_name_prefix=(flt.name or "").strip() or None,
-                search=search,
-                before=decode_cursor(cursor),
-                limit=limit,
+                return Page(rows=[mark_scheduled(found, _now())], next_cursor=None)
+        backend = await self._backend()
+        # Due now and due later are both stored `queued`: the store is asked for queued rows and this
+        # keeps the ones asked for, reading on (at most SCAN_READS reads) until the page is full.
+        timing = flt.status if flt.status in ("queued", "scheduled") else None
+        status = JobStatus.QUEUED if timing else (JobStatus(flt.status) if flt.status else None)
+        now = _now()
+        rows: list[dict[str, Any]] = []
+        before = decode_cursor(cursor)
+        for _ in range(SCAN_READS if timing else 1):
+            page = await backend.job_page(
+                JobPageParams(
+                    statuses=[status] if status else None,
+                    queues=[flt.queue] if flt.queue else None,
+                    job_name_prefix=(flt.name or "").strip() or None,
+                    search=search,
+                    before=before,
+                    limit=limit - len(rows),
+                )
             )
-        )
-        return Page(rows=[row.to_dict() for row in page.rows], next_cursor=encode_cursor(page.next_cursor))
+            for record in page.rows:
+                row = mark_scheduled(record.to_dict(), now)
+                if timing is None or (timing == "scheduled") == row["scheduled_later"]:
+                    rows.append(row)
+            before = page.next_cursor
+            if before is None or len(rows) >= limit:
+                break
+        # A page the scan cap cut short says so; Next page carries on after the last row read.
+        exact = before is None or len(rows) >= limit
+        return Page(rows=rows, next_cursor=encode_cursor(before), exact=exact)
 
     async def job(self, job_id: str) -> JobDetail | None:
         """A job's full record, or its dead-letter row when it has moved there."""
@@ -241,16 +327,20 @@ class DashboardReads:
         )
         return Page(rows=[row.to_dict() for row in page.rows], next_cursor=encode_cursor(page.next_cursor))
 
-    async def dead_letter_ids(self, *, queue: str | None = None, name: str | None = None) -> tuple[list[str], bool]:
-        """Ids of every dead letter matching the filter, read page by page; the bool is always True (all of them)."""
-        ids: list[str] = []
+    async def dead_letter_rows(self, *, queue: str | None = None, name: str | None = None) -> list[dict[str, Any]]:
+        """Every dead letter matching the filter, read page by page (what a bulk action acts on)."""
+        rows: list[dict[str, Any]] = []
         cursor: str | None = None
         while True:
             page = await self.dead_letters(queue=queue, name=name, cursor=cursor, limit=BULK_PAGE)
-            ids.extend(row["id"] for row in page.rows)
+            rows.extend(page.rows)
             cursor = page.next_cursor
             if cursor is None:
-                return ids, True
+                return rows
+
+    async def dead_letter_ids(self, *, queue: str | None = None, name: str | None = None) -> tuple[list[str], bool]:
+        """Ids of every dead letter matching the filter, read page by page; the bool is always True (all of them)."""
+        return [row["id"] for row in await self.dead_letter_rows(queue=queue, name=name)], True
 
     async def workers(self) -> list[WorkerView]:
         """Each worker row with its exact shutdown state, heartbeat age, staleness, held rows and last shutdown."""
@@ -266,10 +356,16 @@ class DashboardReads:
                 held.setdefault(row.worker_id, []).append(row.id)
         views = []
         for w in live:
-            age = max(timedelta(0), now - _aware(w.last_heartbeat))
             status = w.status.value
             state = w.state or WORKER_STATES.get(status, status.upper())
-            lost = status == "stopped" and state != "STOPPED"
+            # A worker that stops itself always writes STOPPED; a stopped row with any other state (or none,
+            # as registering leaves it) was stopped by stale recovery: the process died or went silent.
+            lost = status == "stopped" and w.state != "STOPPED"
+            shutdown = dict(w.last_shutdown) if w.last_shutdown else {}
+            recovered = shutdown.get("recovered") is True
+            # Recovery's own write stamps the heartbeat; the worker's last one is kept in its record.
+            heartbeat = _parse_time(shutdown.get("last_heartbeat")) if recovered else None
+            age = max(timedelta(0), now - (heartbeat or _aware(w.last_heartbeat)))
             views.append(
                 WorkerView(
                     id=w.id,
@@ -277,17 +373,21 @@ class DashboardReads:
                     pid=w.pid,
                     queues=tuple(w.queues) if w.queues else None,
                     concurrency=w.concurrency,
-                    state="STOPPED" if lost else state,
+                    state="LOST" if lost else state,
                     heartbeat_age=age,
                     stale=status != "stopped" and age > timeout,
                     started_at=_aware(w.started_at),
                     in_flight=held.get(w.id, []),
                     state_changed_at=None if w.state_changed_at is None else _aware(w.state_changed_at),
-                    last_shutdown=dict(w.last_shutdown) if w.last_shutdown else None,
+                    # Only the summary a worker wrote at its own STOPPED; recovery's part is shown apart.
+                    last_shutdown=shutdown if "states" in shutdown else None,
                     lost=lost,
+                    lost_in=(w.state or "RUNNING") if lost else None,
+                    recovered_at=_parse_time(shutdown.get("recovered_at")) if recovered else None,
+                    rescued=_rescued(shutdown.get("rescued")) if recovered else [],
                 )
             )
-        order = {"RUNNING": 0, "DRAINING": 1, "FORCE_TIMEOUT_PATH": 1, "WAIT_FOR_THREAD": 1, "STOPPED": 2}
+        order = {"RUNNING": 0, "DRAINING": 1, "FORCE_TIMEOUT_PATH": 1, "WAIT_FOR_THREAD": 1, "STOPPED": 2, "LOST": 2}
         views.sort(key=lambda v: (order.get(v.state, 1), -v.started_at.timestamp()))
         return views
 
@@ -295,8 +395,41 @@ class DashboardReads:
         return next((w for w in await self.workers() if w.id == worker_id), None)
 
     async def schedules(self) -> Schedules:
-        """Periodic jobs: none exist in this version of soniq-core."""
-        return Schedules(configured=False, rows=[])
+        """Every schedule in the store, in name order, through `app.scheduler.list()` (what `soniq inspect` shows)."""
+        now = _now()
+        late_after = timedelta(seconds=2 * float(self.app.settings.scheduler_poll_interval))
+        rows = []
+        for view in await self.app.scheduler.list():
+            next_run = _aware(view["next_run"])
+            overdue = now - next_run
+            cron = view["cron"]
+            rows.append(
+                ScheduleView(
+                    name=view["name"],
+                    job_name=view["job_name"],
+                    queue=view["queue"],
+                    trigger=f"cron {cron} ({view['timezone']})" if cron else f"every {view['schedule_value']}s",
+                    paused=bool(view["paused"]),
+                    next_run=next_run,
+                    last_run=None if view["last_run"] is None else _aware(view["last_run"]),
+                    run_count=int(view["run_count"]),
+                    last_job_id=view["last_job_id"],
+                    lateness=overdue if not view["paused"] and overdue > late_after else None,
+                    orphaned=bool(view["orphaned"]),
+                )
+            )
+        return Schedules(rows=rows, late_after=late_after)
+
+
+def _rescued(value: Any) -> list[dict[str, Any]]:
+    """The rows recovery recorded taking, each with `job_id`, `action` and `reason` (None when not given)."""
+    if not isinstance(value, list):
+        return []
+    return [
+        {"job_id": r["job_id"], "action": str(r.get("action", "")), "reason": r.get("reason") or None}
+        for r in value
+        if isinstance(r, dict) and isinstance(r.get("job_id"), str)
+    ]
 
 
 def status_values() -> Sequence[str]:

@@ -17,23 +17,24 @@ from django.tasks.exceptions import TaskResultDoesNotExist
 from django.utils.module_loading import import_string
 
 from soniq_django.config import BackendConfig
+from soniq_django.execution import read_task_error
 
 if TYPE_CHECKING:
     from soniq_django.models import DeadLetterJob, Job
-
-_RAISED_PREFIX = "TaskRaisedError: "
 
 
 def parse_error(text: str | None) -> TaskError | None:
     """The Django error a failed run left in ``last_error``."""
     if not text:
         return None
-    if text.startswith(_RAISED_PREFIX):
-        path, _, trace = text[len(_RAISED_PREFIX) :].partition("\n")
+    raised = read_task_error(text)
+    if raised is not None:
+        path, trace = raised
         return TaskError(exception_class_path=path, traceback=trace)
-    # Not raised by the task itself (a job timeout, an unknown job, a worker lost): keep Soniq's text.
+    # Not raised by the task itself (a job timeout, an unknown job, a worker lost, a result no store
+    # accepts, such as NaN): keep Soniq's text.
     name = text.partition(":")[0].strip()
-    known = {"TimeoutError": "builtins.TimeoutError"}
+    known = {"TimeoutError": "builtins.TimeoutError", "ResultError": "soniq.serialization.ResultError"}
     return TaskError(exception_class_path=known.get(name, "soniq.SoniqError"), traceback=text)
 
 

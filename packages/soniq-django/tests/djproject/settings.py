@@ -78,5 +78,7 @@ TASKS = {
         "BACKEND": "soniq_django.SoniqBackend",
         "QUEUES": ["default", "emails"],
         "OPTIONS": {"TASK_MODULES": ["djproject.testapp.more_tasks"]},
-    }
+    },
+    # Django's reference backend: test_like_immediate runs the same tasks on it and compares the results.
+    "immediate": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": ["default", "emails"]},
 }

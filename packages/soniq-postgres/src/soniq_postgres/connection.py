@@ -18,7 +18,13 @@ from soniq.errors import BackendUnavailableError
 from soniq.redaction import redact_text
 from soniq_postgres.options import PostgresOptions
 
-START_HINT = "is the server running? (pg_ctlcluster --skip-systemctl-redirect <version> main start)"
+START_HINT = (
+    "is the server running and listening there? Start it the way it was installed, e.g. "
+    "systemctl start postgresql, brew services start postgresql, docker start <container>, "
+    "pg_ctl -D <data directory> start, or on Debian/Ubuntu pg_ctlcluster --skip-systemctl-redirect <version> main start"
+)
+"""The unreachable-server hint: general first, the Debian command one example among several."""
+
 
 _LOST = (
     OSError,

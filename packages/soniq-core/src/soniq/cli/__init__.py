@@ -35,8 +35,6 @@ def configure_logging(level: str | None) -> None:
     handler.setFormatter(SafeFormatter(LOG_FORMAT))
     logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
     logging.getLogger("soniq").setLevel(getattr(logging, level or "INFO"))
-    if level == "DEBUG":
-        logging.getLogger("soniq.jobs").setLevel(logging.DEBUG)  # its own level is WARNING until asked
 
 
 def env_log_level() -> str | None:

@@ -177,8 +177,9 @@ def refuse_to_create_default(app: Soniq, command: str) -> None:
         return
     if not path.exists():
         raise CLIError(
-            f"no database URL given and {path} does not exist; pass --database-url or set "
-            f"SONIQ_DATABASE_URL (soniq {command} does not create a database; `soniq setup` creates the SQLite default)"
+            f"no database URL given and {path} does not exist; pass --database-url URL, set SONIQ_DATABASE_URL, "
+            "or name the app whose URL to use (APP or --app myproject.jobs:app, or --jobs-modules myproject.jobs); "
+            f"soniq {command} does not create a database (`soniq setup` creates the SQLite default)"
         )
     # The check above leaves a moment in which the file could go; the backend's own option closes it.
     try:

@@ -26,14 +26,22 @@ if TYPE_CHECKING:
 BULK_ACTIONS = ("replay", "delete")
 
 
-def row_line(row: dict[str, Any]) -> str:
+def row_line(row: dict[str, Any], *, with_traceback: bool = False) -> str:
+    """One dead-letter row as one line (the error's summary line); with `with_traceback`, the rest of
+    the stored error below it, indented, one escaped line per line."""
+    error = str(row["last_error"] or "")
+    summary, _, trace = error.partition("\n")
+    # The run it ended on (see "Runs and attempts" in docs/user-guide.md); 0 counted runs: it never ran.
+    runs = f"run {row['attempts']} of {row['max_attempts']}" if row["attempts"] else "never ran"
     line = (
-        f"{safe(row['id'])}  {safe(row['job_name'])}  queue={safe(row['queue'])}  attempts={row['attempts']}  "
+        f"{safe(row['id'])}  {safe(row['job_name'])}  queue={safe(row['queue'])}  {runs}  "
         f"reason={safe(row['dead_letter_reason'])}  resurrections={row['resurrection_count']}  "
-        f"error={safe(row['last_error'])}"
+        f"error={safe(summary)}"
     )
     if row.get("decode_error"):
         line += f"  decode_error={safe(row['decode_error'])}"
+    if with_traceback and trace.strip():
+        line += "".join(f"\n    {safe(part)}" for part in trace.rstrip().split("\n"))
     return line
 
 
@@ -112,7 +120,9 @@ async def _run(app: Soniq, args: argparse.Namespace, wanted: DeadLetterFilter | 
         if args.json:
             # ensure_ascii (the default) writes control characters as \u001b: safe for a terminal.
             return json.dumps(rows, indent=2, default=str)
-        return "\n".join(row_line(row) for row in rows) if rows else "no dead-letter jobs"
+        if not rows:
+            return "no dead-letter jobs"
+        return "\n".join(row_line(row, with_traceback=args.traceback) for row in rows)
     if action == "purge":
         if not await service.purge(args.job_id):
             raise CLIError(f"no dead-letter job with id {safe(args.job_id)!r}")
@@ -214,6 +224,9 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
     q = actions.add_parser("list", parents=[common], help="the dead-letter rows, newest first")
     _filter_options(q, default_limit=100)
     q.add_argument("--json", action="store_true", help="print JSON instead of text")
+    q.add_argument(
+        "--traceback", action="store_true", help="print each row's stored traceback below its line, indented"
+    )
     q.set_defaults(parser=q)
     q = actions.add_parser("replay", parents=[common], help="queue fresh copies of dead-letter jobs")
     q.add_argument("job_ids", nargs="*", metavar="JOB_ID", help="the dead-letter jobs' ids")

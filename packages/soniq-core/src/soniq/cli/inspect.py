@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from soniq.cli.common import EXIT_OK, CLIError, build_app, refuse_to_create_default, run_with_app
 from soniq.cli.output import format_age, heartbeat_age, safe
+from soniq.params import JobCountsParams
 from soniq.records import RecoveryResult, WorkerRecord, WorkerStatus
 from soniq.redaction import redact_url
 
@@ -37,17 +38,25 @@ def worker_view(worker: WorkerRecord, *, heartbeat_timeout: float, now: datetime
     }
 
 
-def _load(args: argparse.Namespace, command: str, *, stats: bool) -> tuple[Soniq, dict[str, int], list[WorkerRecord]]:
+def _load(
+    args: argparse.Namespace, command: str, *, stats: bool
+) -> tuple[Soniq, dict[str, int], list[WorkerRecord], int]:
+    """The app, its `get_queue_stats` counts, its worker rows, and how many queued rows are due later."""
     app = build_app(args, need_jobs=False)
     refuse_to_create_default(app, command)
 
-    async def body(app: Soniq) -> tuple[dict[str, int], list[WorkerRecord]]:
+    async def body(app: Soniq) -> tuple[dict[str, int], list[WorkerRecord], int]:
         backend = await app.connected_backend()
-        counts = await app.get_queue_stats(queue=getattr(args, "queue", None)) if stats else {}
-        return counts, await backend.list_workers()
+        queue = getattr(args, "queue", None)
+        counts = await app.get_queue_stats(queue=queue) if stats else {}
+        later = 0
+        if stats:
+            per_queue = await backend.job_counts(JobCountsParams(queues=[queue] if queue else None))
+            later = sum(c.scheduled for c in per_queue)
+        return counts, await backend.list_workers(), later
 
-    counts, workers = run_with_app(app, body)
-    return app, counts, workers
+    counts, workers, later = run_with_app(app, body)
+    return app, counts, workers, later
 
 
 def _worker_line(view: dict[str, Any]) -> str:
@@ -59,21 +68,30 @@ def _worker_line(view: dict[str, Any]) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    app, stats, workers = _load(args, "status", stats=True)
+    app, stats, workers, later = _load(args, "status", stats=True)
     now = datetime.now(UTC)
     timeout = app.settings.heartbeat_timeout
     views = [worker_view(w, heartbeat_timeout=timeout, now=now) for w in workers]
     if args.json:
         print(
             json.dumps(
-                {"database_url": redact_url(app.settings.resolved_database_url), "stats": stats, "workers": views},
+                {
+                    "database_url": redact_url(app.settings.resolved_database_url),
+                    "stats": stats,
+                    # Of `stats.queued`, the rows whose `scheduled_at` is still ahead (not due yet).
+                    "scheduled_later": later,
+                    "workers": views,
+                },
                 indent=2,
             )
         )
         return EXIT_OK
     print(f"{'database':>12}  {safe(redact_url(app.settings.resolved_database_url))}")
     for key, value in stats.items():
-        print(f"{key:>12}  {value}")
+        if key == "queued" and later:
+            print(f"{key:>12}  {value} ({value - later} due now, {later} scheduled for later)")
+        else:
+            print(f"{key:>12}  {value}")
     live = [v for v in views if v["status"] != WorkerStatus.STOPPED.value]
     stale = sum(1 for v in live if v["stale"])
     print(
@@ -86,7 +104,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    app, _, workers = _load(args, "inspect", stats=False)
+    app, _, workers, _ = _load(args, "inspect", stats=False)
     now = datetime.now(UTC)
     views = [worker_view(w, heartbeat_timeout=app.settings.heartbeat_timeout, now=now) for w in workers]
     if not args.all:
@@ -129,13 +147,15 @@ def cmd_recover(args: argparse.Namespace) -> int:
         )
 
     async def body(app: Soniq) -> RecoveryResult:
-        if stale_after is None:
-            return await app.recover()
         from soniq.worker.loops import sweep_once
 
-        # Bypasses the heartbeat_timeout setting on purpose: the operator knows the worker is gone.
+        # --stale-after bypasses the heartbeat_timeout setting on purpose: the operator knows the worker is gone.
+        timeout = app.settings.heartbeat_timeout if stale_after is None else stale_after
         backend = await app.connected_backend()
-        return await sweep_once(backend, app.bus, heartbeat_timeout=stale_after, policy=app.settings.stale_job_policy)
+        # log=False: the result is printed below, once.
+        return await sweep_once(
+            backend, app.bus, heartbeat_timeout=timeout, policy=app.settings.stale_job_policy, log=False
+        )
 
     result = run_with_app(app, body)
     if result.skipped:

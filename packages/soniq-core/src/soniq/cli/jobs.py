@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from soniq.cli.common import EXIT_OK, CLIError, build_app, refuse_to_create_default, run_with_app
 from soniq.cli.output import safe
+from soniq.errors import JobNotFoundError
+from soniq.params import RequestCancelParams
 from soniq.records import CancelOutcome
 
 if TYPE_CHECKING:
@@ -60,20 +62,36 @@ CANCEL_TEXT = {
     CancelOutcome.REQUESTED: "cancel requested: it is running, and its worker stops it; the row ends cancelled",
     CancelOutcome.ALREADY_FINISHED: "already finished; nothing to cancel",
 }
+FINISHED_TEXT = {
+    "cancelled": "already cancelled; nothing to do",
+    "done": "already finished (done); nothing to cancel",
+    "dead_letter": "already finished (in the dead-letter table); nothing to cancel",
+}
+"""What ``soniq cancel`` says of a job that had finished, by how it ended."""
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
     app = build_app(args, need_jobs=False)
     refuse_to_create_default(app, "cancel")
 
-    async def body(app: Soniq) -> CancelOutcome:
-        return await app.cancel(args.job_id)  # an unknown id: JobNotFoundError, one line, exit 1
+    async def body(app: Soniq) -> tuple[CancelOutcome, str | None]:
+        # The store answers directly (not `app.cancel`, which also logs it): the line below is the one report.
+        backend = await app.connected_backend()
+        outcome = await backend.request_cancel(RequestCancelParams(job_id=str(args.job_id)))
+        if outcome is CancelOutcome.NOT_FOUND:  # one line, exit 1
+            raise JobNotFoundError(str(args.job_id), f"cannot cancel job {args.job_id}: no job has that id")
+        status = None
+        if outcome is CancelOutcome.ALREADY_FINISHED:
+            job = await app.get_job(args.job_id)
+            status = str(job["status"]) if job is not None else None
+        return outcome, status
 
-    outcome = run_with_app(app, body)
+    outcome, status = run_with_app(app, body)
     if args.json:
-        print(json.dumps({"job_id": args.job_id, "outcome": outcome.value}))
+        print(json.dumps({"job_id": args.job_id, "outcome": outcome.value, "status": status}))
     else:
-        print(f"job {safe(args.job_id)}: {CANCEL_TEXT[outcome]}")
+        text = FINISHED_TEXT.get(status or "", CANCEL_TEXT[outcome])
+        print(f"job {safe(args.job_id)}: {text}")
     return EXIT_OK
 
 

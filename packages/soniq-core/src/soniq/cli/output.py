@@ -49,6 +49,18 @@ class SafeFormatter(logging.Formatter):
     keeps its line breaks but loses every other control character.
     """
 
+    def format(self, record: logging.LogRecord) -> str:
+        if not record.exc_text:
+            return super().format(record)
+        # A traceback formatted before this formatter saw the record (by a logger's filter): made safe here
+        # too, and only for this output: the record is shared with every other handler.
+        kept = record.exc_text
+        record.exc_text = safe_block(redact_text(kept))
+        try:
+            return super().format(record)
+        finally:
+            record.exc_text = kept
+
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         return safe(redact_text(super().formatMessage(record)))
 

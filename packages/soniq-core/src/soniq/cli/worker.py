@@ -28,8 +28,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         overrides["metrics_port"] = args.metrics_port
     if args.no_scheduler:  # issue 14
         overrides["scheduler_enabled"] = False
-    if args.log_jobs:
-        logging.getLogger("soniq.jobs").setLevel(logging.INFO)
+    if args.log_jobs is not None:
+        overrides["log_jobs"] = args.log_jobs
     if overrides:
         app.settings = app.settings.with_overrides(**overrides)
     if not len(app.registry) and not getattr(app.settings, "allow_no_jobs", False):
@@ -71,10 +71,16 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
         action="store_true",
         help="start even when no job is registered (setting allow_no_jobs); such a worker claims nothing",
     )
-    p.add_argument(
-        "--log-jobs",
-        action="store_true",
-        help="one INFO line per finished job on the soniq.jobs logger (off by default: it costs throughput)",
+    jobs_lines = p.add_mutually_exclusive_group()
+    jobs_lines.add_argument(
+        "--quiet-jobs",
+        dest="log_jobs",
+        action="store_false",
+        default=None,
+        help="no INFO line per finished job on the soniq.jobs logger (setting log_jobs, SONIQ_LOG_JOBS)",
+    )
+    jobs_lines.add_argument(  # the default now; kept so that existing command lines keep working
+        "--log-jobs", dest="log_jobs", action="store_true", default=None, help=argparse.SUPPRESS
     )
     p.add_argument(
         "--metrics-port",

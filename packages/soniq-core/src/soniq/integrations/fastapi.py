@@ -5,6 +5,13 @@
 
 Nothing here imports FastAPI or Starlette: the lifespan is a plain async context manager
 factory, which both frameworks accept.
+
+Logging: uvicorn configures its own loggers only, so under it Soniq's INFO lines (the worker's
+start, each finished job) would be dropped and its warnings printed by Python's last-resort
+handler without level or logger name. When nothing handles the ``soniq`` loggers (no handler on
+them or on the root logger) as the lifespan starts, it gives them one: INFO and up, to stderr,
+``LEVEL:     logger.name: message`` as uvicorn writes its own. Configure logging yourself (a
+handler on the root logger, or ``uvicorn --log-config``; docs/observability.md) and it adds nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +26,32 @@ from typing import Any
 from soniq.app import Soniq
 
 logger = logging.getLogger("soniq.integrations.fastapi")
+
+
+class UvicornStyleFormatter(logging.Formatter):
+    """``INFO:     soniq.worker: message``: uvicorn's level prefix, then the logger's name."""
+
+    def __init__(self) -> None:
+        super().__init__("%(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"{record.levelname + ':':<9} {super().format(record)}"
+
+
+def ensure_soniq_logging() -> logging.Handler | None:
+    """Give the ``soniq`` loggers a stderr handler at INFO when nothing would handle them; return it (None
+    when logging is already configured). Called by the lifespan; an application that sets up logging
+    itself (before the lifespan runs) never gets this handler."""
+    soniq_logger = logging.getLogger("soniq")
+    if soniq_logger.hasHandlers():
+        return None
+    handler = logging.StreamHandler()
+    handler.setFormatter(UvicornStyleFormatter())
+    soniq_logger.addHandler(handler)
+    if soniq_logger.level == logging.NOTSET:
+        soniq_logger.setLevel(logging.INFO)
+    return handler
+
 
 Lifespan = Callable[[Any], AbstractAsyncContextManager[None]]
 
@@ -42,6 +75,7 @@ def lifespan(
 
     @asynccontextmanager
     async def _lifespan(web_app: Any) -> AsyncIterator[None]:
+        ensure_soniq_logging()
         if setup:
             await soniq.setup()
         else:

@@ -10,13 +10,14 @@ from soniq.scheduling.builders import cron, daily, every, monthly, weekly
 from soniq.scheduling.catchup import CatchUp
 from soniq.scheduling.clock import Clock, ManualClock, SystemClock
 from soniq.scheduling.service import Scheduler
-from soniq.scheduling.timing import ScheduleError, Timing
+from soniq.scheduling.timing import ScheduleError, ScheduleTypeError, Timing
 
 __all__ = [
     "CatchUp",
     "Clock",
     "ManualClock",
     "ScheduleError",
+    "ScheduleTypeError",
     "Scheduler",
     "SystemClock",
     "Timing",

@@ -159,7 +159,8 @@ def monthly() -> MonthlyBuilder:
 
 
 def cron(expr: str) -> str:
-    """A cron expression as is, checked: ``cron("*/5 * * * *")``. Raises `ScheduleError` naming ``cron``."""
+    """A cron expression as is, checked: ``cron("*/5 * * * *")``. Raises `ScheduleError` naming ``cron``
+    (`ScheduleTypeError`, also a `TypeError` as in soniq 0.1.0, when `expr` is not a string)."""
     from soniq.scheduling.timing import check_cron
 
     return check_cron(expr)

@@ -7,7 +7,12 @@ sees on its next poll; nothing is cached here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import os
+import socket
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -37,6 +42,8 @@ __all__ = ["PeriodicSpec", "Scheduler", "schedule_dict"]
 logger = logging.getLogger("soniq.scheduler")
 
 DEFAULT_MAX_ATTEMPTS = 3
+STOP_TIMEOUT = 10.0
+"""How long `Scheduler.stop()` waits for the tick under way before it cancels the loop."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +83,10 @@ class Scheduler:
         self._app = app
         self.clock: Clock = clock or SystemClock()
         self.declared: dict[str, PeriodicSpec] = {}
+        # 0.1.0's in-process loop (`start` / `stop`).
+        self._loop_task: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Event | None = None
+        self._check_interval: float | None = None
 
     # -- declaring -------------------------------------------------------------
 
@@ -179,6 +190,72 @@ class Scheduler:
         if record is None:
             return None
         return self._view(record, await self._fleet_job_names(backend))
+
+    # -- 0.1.0's in-process loop: start() / stop() -----------------------------------
+
+    async def start(self, check_interval: float | None = None) -> None:
+        """Run the scheduler loop in this process, in the background of the running event loop,
+        until `stop()` or ``app.close()``; soniq 0.1.0's ``scheduler.start()``.
+
+        It first stores the ``@app.periodic`` schedules, then fires every due schedule on time,
+        as a worker's loop and ``soniq scheduler`` do (each due time is enqueued once however many
+        loops run). `check_interval` is the most seconds between looks at the store (default: the
+        `scheduler_poll_interval` setting); the loop also wakes at the next due time it knows.
+        Calling it while the loop runs changes nothing.
+        """
+        if self.running:
+            return
+        interval = self._app.settings.scheduler_poll_interval if check_interval is None else check_interval
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval):
+            raise ScheduleError("check_interval", f"expected a number of seconds > 0, got {check_interval!r}")
+        if interval <= 0:
+            raise ScheduleError("check_interval", f"expected a number of seconds > 0, got {check_interval!r}")
+        from soniq.scheduling.runner import ScheduleRunner
+
+        await self.declare_all()
+        runner = ScheduleRunner(
+            self._app,
+            scheduler_id=f"scheduler-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+            clock=self.clock,
+        )
+        runner.poll_interval = float(interval)
+        self._check_interval = float(interval)
+        self._stopping = asyncio.Event()
+        self._loop_task = asyncio.create_task(runner.run(self._stopping), name="soniq-scheduler")
+        logger.info("%s started: polling every %gs", runner.scheduler_id, interval)
+
+    async def stop(self) -> None:
+        """End the loop `start()` began, after the tick under way (waited for at most `STOP_TIMEOUT`
+        seconds, then cancelled); nothing happens when no loop runs."""
+        task, stopping = self._loop_task, self._stopping
+        self._loop_task = self._stopping = None
+        if task is None or stopping is None:
+            return
+        stopping.set()
+        if task.done():
+            return
+        if task.get_loop() is not asyncio.get_running_loop():
+            # Started on another event loop: ask that loop to cancel it (a closed loop runs nothing anymore).
+            if not task.get_loop().is_closed():
+                task.get_loop().call_soon_threadsafe(task.cancel)
+            return
+        _, pending = await asyncio.wait({task}, timeout=STOP_TIMEOUT)
+        if pending:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    @property
+    def running(self) -> bool:
+        """True while the loop `start()` began runs (0.1.0's name)."""
+        return self._loop_task is not None and not self._loop_task.done()
+
+    @property
+    def check_interval(self) -> float:
+        """The most seconds between the loop's looks at the store: `start()`'s `check_interval`, else the
+        `scheduler_poll_interval` setting (0.1.0's name)."""
+        if self._check_interval is not None:
+            return self._check_interval
+        return self._app.settings.scheduler_poll_interval
 
     # -- helpers --------------------------------------------------------------------
 

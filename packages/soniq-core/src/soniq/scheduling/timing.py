@@ -22,7 +22,7 @@ from cronsim import CronSim, CronSimError
 
 from soniq.validation import JobOptionsError
 
-__all__ = ["ScheduleError", "Timing", "check_cron", "check_timezone"]
+__all__ = ["ScheduleError", "ScheduleTypeError", "Timing", "check_cron", "check_timezone"]
 
 MAX_CRON_STEPS = 100_000
 """How many cron matches one look-ahead may walk before giving up (a far-away or impossible date)."""
@@ -36,11 +36,18 @@ class ScheduleError(JobOptionsError):
         self.field = field
 
 
+class ScheduleTypeError(ScheduleError, TypeError):
+    """A schedule option of the wrong type, such as a cron expression that is not a string.
+
+    Also a `TypeError`, which is what soniq 0.1.0 raised for these (``except TypeError`` keeps working).
+    """
+
+
 def check_cron(expr: object) -> str:
     """`expr` as a cron string if cronsim accepts it (5 fields, or 6 with seconds first)."""
     text = str(expr) if not isinstance(expr, str) and _is_builder(expr) else expr
     if not isinstance(text, str):
-        raise ScheduleError("cron", f"expected a cron expression string such as '*/5 * * * *', got {expr!r}")
+        raise ScheduleTypeError("cron", f"expected a cron expression string such as '*/5 * * * *', got {expr!r}")
     text = " ".join(text.split())
     try:
         CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
@@ -71,7 +78,7 @@ def check_every(every: object) -> float:
     elif isinstance(every, (int, float)) and not isinstance(every, bool):
         seconds = float(every)
     else:
-        raise ScheduleError("every", f"expected seconds (a number) or a timedelta, got {every!r}")
+        raise ScheduleTypeError("every", f"expected seconds (a number) or a timedelta, got {every!r}")
     if not math.isfinite(seconds) or seconds < 1:
         raise ScheduleError("every", f"must be at least 1 second, got {every!r}")
     return seconds

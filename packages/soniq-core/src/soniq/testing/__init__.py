@@ -7,6 +7,7 @@
 - `wait_until(predicate, timeout=...)`: wait for a condition with a deadline instead of
   sleeping and hoping.
 - `MemoryBackend`: the in-memory backend (from soniq-memory), with inspectable state.
+  ``soniq.testing.memory_backend.MemoryBackend`` (soniq 0.1.0's path) is the same class.
 - `soniq.testing.pytest_plugin`: fixtures; enable with ``pytest_plugins = ["soniq.testing.pytest_plugin"]``.
 """
 

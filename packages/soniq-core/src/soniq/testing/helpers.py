@@ -48,7 +48,25 @@ def make_app(**settings: Any) -> Soniq:
         options: Mapping[str, Any] = _default["options"]
         if options:
             settings["backend_options"] = {**options, **settings.get("backend_options", {})}
+        if settings["database_url"] == MEMORY_URL:
+            _require_memory_backend()
     return Soniq(**settings)
+
+
+def _require_memory_backend() -> None:
+    """Fail at the call, in words, when the in-memory store `make_app` defaults to is not installed."""
+    from soniq.discovery import backend_class_for
+    from soniq.errors import BackendNotFoundError
+
+    try:
+        backend_class_for(MEMORY_URL)
+    except BackendNotFoundError:
+        raise BackendNotFoundError(
+            "soniq.testing.make_app() builds its app on the in-memory store, which is the soniq-memory "
+            "distribution, and it is not installed: pip install soniq-memory (it is a test dependency: add it "
+            "next to pytest), or pass make_app(database_url=...) / use soniq.testing.use_backend(url) for "
+            "another store"
+        ) from None
 
 
 class _Recorder(BaseObserver):

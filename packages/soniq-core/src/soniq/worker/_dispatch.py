@@ -36,12 +36,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("soniq.worker")
 job_logger = logging.getLogger("soniq.jobs")
-"""One INFO line per finished run (see docs/observability.md), off until asked for:
-``logging.getLogger("soniq.jobs").setLevel(logging.INFO)`` or ``soniq worker --log-jobs``."""
-if job_logger.level == logging.NOTSET:
-    # At thousands of jobs a second a line per job costs about a tenth of the throughput, so it is
-    # the operator's choice; an application that set a level of its own keeps it.
-    job_logger.setLevel(logging.WARNING)
+"""One INFO line per finished run (see docs/observability.md), on by default; setting ``log_jobs``
+(``SONIQ_LOG_JOBS``, ``soniq worker --quiet-jobs``) or this logger's level turns it off."""
 
 REASON_UNKNOWN_JOB = "unknown_job"
 """Nack reason for a row of a name this worker has not registered (claimed by a backend that ignores
@@ -95,6 +91,7 @@ class Dispatcher:
             snooze_max_seconds=getattr(settings, "snooze_max_seconds", SNOOZE_MAX_SECONDS),
         )
         self._job_names = tuple(self._registry.names())
+        self._log_jobs = settings.log_jobs
         # Issue 19: the app's fleet-wide limits, read once; the store enforces them inside each claim.
         self._limits = ClaimLimits(worker.app.group_limits())
         # compat-jobs (issue 12): app middleware around each call; async hooks awaited in the job's task.
@@ -353,10 +350,10 @@ class Dispatcher:
         if settled.outcome is JobOutcome.UNWRITTEN:
             self._summary.unsettled_job_ids.append(run.job.id)
         duration = time.monotonic() - run.started_at if run.started_at else 0.0
-        if job_logger.isEnabledFor(logging.INFO):
+        if self._log_jobs and job_logger.isEnabledFor(logging.INFO):
             job = run.job
             job_logger.info(
-                "job %s (%s) on %s: %s%s after %.3fs, attempt %d of %d",
+                "job %s (%s) on %s: %s%s in %.3fs, run %d of %d",
                 job.id,
                 job.job_name,
                 job.queue,

@@ -47,16 +47,19 @@ async def sweep_once(
     heartbeat_timeout: float,
     policy: StaleJobPolicy,
     worker_id: str | None = None,
+    log: bool = True,
 ) -> RecoveryResult:
-    """One sweep through core's rescue decision; a sweep that wrote something is logged and published."""
+    """One sweep through core's rescue decision; a sweep that wrote something is published, and logged
+    unless `log` is False (``soniq recover`` prints the result itself)."""
     result = await sweep_stale_workers(backend, heartbeat_timeout=heartbeat_timeout, policy=policy)
     if result.requeued or result.dead_lettered:
-        logger.warning(
-            "stale recovery: workers %s; requeued %d rows, dead-lettered %d",
-            ", ".join(result.stale_workers) or "-",
-            len(result.requeued),
-            len(result.dead_lettered),
-        )
+        if log:
+            logger.warning(
+                "stale recovery: workers %s; requeued %d rows, dead-lettered %d",
+                ", ".join(result.stale_workers) or "-",
+                len(result.requeued),
+                len(result.dead_lettered),
+            )
         bus.recovery(RecoveryEvent(result=result, rescues=result.rescues, at=time.time(), worker_id=worker_id))
     return result
 

@@ -8,22 +8,29 @@ error, so one bad value never leaves its row, or another, `processing`.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import functools
 import logging
 import math
+import os
+import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from types import TracebackType
 from typing import TypeVar
 
+import soniq
 from soniq.backend import Backend
 from soniq.errors import Permanent
 from soniq.outcomes import JobOutcome
 from soniq.params import DeadLetterJobParams, FinishCancelParams, GetJobParams, RetryJobParams, SnoozeJobParams
 from soniq.records import DeadLetterReason, JobRecord, JobStatus
+from soniq.redaction import redact_text
 from soniq.retry import JobRetryDelays, RetryPolicy, bounded_delay
-from soniq.serialization import ResultError, check_result, safe_text
+from soniq.serialization import ResultError, check_result, printable_lines, safe_text
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.batching import CompletionBatcher
 from soniq.worker.writes import Deadline, write_with_retry
@@ -49,24 +56,94 @@ class Settled:
     reason: str | None = None
 
 
+_INTERNAL_DIRS = tuple(
+    os.path.dirname(module.__file__ or "") + os.sep for module in (soniq, asyncio, concurrent.futures)
+)
+"""Frames in these packages (and in `threading`) are Soniq's and the event loop's way into a handler,
+not the user's code."""
+
+
+def _internal(filename: str) -> bool:
+    return filename.startswith(_INTERNAL_DIRS) or filename == threading.__file__
+
+
+def user_traceback(exc: BaseException) -> TracebackType | None:
+    """`exc`'s traceback from the first frame outside Soniq's executor and asyncio: the user's own
+    call first. An error raised by Soniq itself (no user frame at all) keeps its whole traceback."""
+    first = exc.__traceback__
+    tb = first
+    while tb is not None and _internal(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return tb if tb is not None else first
+
+
+def error_summary(exc: BaseException) -> str:
+    """``Type: message`` as one line (line breaks in the message written as ``\\n``): what list views show."""
+    try:
+        message = str(exc)
+    except Exception:  # a broken __str__ in user code must not stop the write
+        message = "<the exception's __str__ failed>"
+    summary = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return safe_text(summary.replace("\r", "\\r").replace("\n", "\\n"))
+
+
 def describe_error(exc: BaseException, *, limit: int = MAX_ERROR_CHARS) -> str:
-    """``Type: message`` on the first line, then the traceback (chained causes included).
+    """The summary line (`error_summary`), then the traceback from the user's frame (chained causes
+    included) when there is one, without its last line, which would repeat the summary.
 
     Over `limit` characters, the middle goes: the summary line and the
     innermost frames, where the user's own failing line is, are kept.
     """
-    summary = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    summary = error_summary(exc)
     try:
-        trace = "".join(traceback.format_exception(exc)).rstrip()
+        formatted = traceback.TracebackException(type(exc), exc, user_traceback(exc), compact=True)
+        lines = list(formatted.format())
+        last = list(formatted.format_exception_only())
     except Exception:  # a broken __str__ or __repr__ in user code must not stop the write
-        trace = ""
-    text = f"{summary}\n{trace}" if trace else summary
-    text = safe_text(text)
+        lines, last = [], []
+    if last and lines[-len(last) :] == last:
+        lines = lines[: -len(last)]
+        notes = getattr(exc, "__notes__", None)
+        if isinstance(notes, list | tuple):  # notes are not in the summary: they stay
+            lines.extend(f"{note}\n" for note in notes if isinstance(note, str))
+    trace = "".join(lines).rstrip()
+    text = safe_text(f"{summary}\n{trace}" if trace else summary)
     if len(text) > limit:
-        head = safe_text(summary)[: limit // 4]
+        head = summary[: limit // 4]
         marker = "\n[... traceback cut to its innermost frames ...]\n"
         text = head + marker + text[-(limit - len(head) - len(marker)) :]
     return text
+
+
+def log_traceback(exc: BaseException | None) -> tuple[type[BaseException], BaseException, TracebackType] | None:
+    """The ``exc_info`` that logs `exc` with its traceback from the user's frame; None when it has no
+    traceback (a timeout, a refused write), so that the log line is the summary alone."""
+    if exc is None:
+        return None
+    tb = user_traceback(exc)
+    if tb is None:
+        return None
+    return type(exc), exc, tb
+
+
+class _StorableTraceback(logging.Filter):
+    """Formats a record's traceback up front, one line per line with control characters and lone
+    surrogates escaped (`printable_lines`): no handler's error message can rewrite the terminal, forge a
+    log line, or fail a handler that writes strict UTF-8 (a file, a test runner's report). Handlers that
+    read ``exc_info`` themselves still get the exception."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+            _, value, tb = record.exc_info
+            try:
+                text = "".join(traceback.format_exception(type(value), value, tb)).rstrip("\n")
+            except Exception:
+                return True
+            record.exc_text = printable_lines(redact_text(text))
+        return True
+
+
+logger.addFilter(_StorableTraceback())
 
 
 class Settler:
@@ -161,13 +238,14 @@ class Settler:
             )
             if ok:
                 logger.info(
-                    "job %s (%s) failed on attempt %d of %d, retrying at %s: %s",
+                    "job %s (%s) failed on run %d of %d, retrying at %s: %s",
                     job.id,
                     job.job_name,
                     attempts_after,
                     job.max_attempts,
                     when.isoformat(),
-                    error,
+                    error.partition("\n")[0],
+                    exc_info=log_traceback(outcome.error),
                 )
                 kind = JobOutcome.TIMEOUT_RETRY if outcome.timed_out else JobOutcome.RETRY
                 retry_reason = RETRY_REASON_TIMEOUT if outcome.timed_out else RETRY_REASON_ERROR
@@ -175,12 +253,24 @@ class Settler:
             # The store refused the retry itself, so it cannot be retried: dead letter, with both errors.
             reason = DeadLetterReason.NON_RETRYABLE.value
             error = safe_text(f"{error}\n\nthen the store refused the retry: {self._refused}")
-        return await self.dead_letter(run, reason, error, give_up_at=give_up_at, attempt=attempts_after)
+        return await self.dead_letter(
+            run, reason, error, give_up_at=give_up_at, attempt=attempts_after, exc=outcome.error
+        )
 
     async def dead_letter(
-        self, run: JobRun, reason: str, error: str, *, give_up_at: Deadline, attempt: int | None = None
+        self,
+        run: JobRun,
+        reason: str,
+        error: str,
+        *,
+        give_up_at: Deadline,
+        attempt: int | None = None,
+        exc: BaseException | None = None,
     ) -> Settled:
-        """Move the row to the dead-letter table; a refused write is tried once more with a plain ASCII error."""
+        """Move the row to the dead-letter table; a refused write is tried once more with a plain ASCII error.
+
+        The log line carries the error's summary, and `exc`'s traceback from the user's frame on the
+        lines below it (without `exc`, the whole `error` text)."""
         job = run.job
         text = error
         for _ in range(2):
@@ -194,8 +284,9 @@ class Settler:
                     job.id,
                     job.job_name,
                     reason,
-                    f" on attempt {attempt} of {job.max_attempts}" if attempt is not None else "",
-                    text,
+                    f" on run {attempt} of {job.max_attempts}" if attempt is not None else "",
+                    text if exc is None else text.partition("\n")[0],
+                    exc_info=log_traceback(exc),
                 )
                 return Settled(self._named(JobOutcome.DEAD_LETTER, written, run), text, reason)
             text = ascii(f"{error[:2000]} (the store refused the full text: {self._refused})")
@@ -225,7 +316,14 @@ class Settler:
             )
             return Settled(JobOutcome.UNWRITTEN, text, REASON_CANCEL_REQUESTED)
         if written:
-            logger.info("job %s (%s) %s (attempts stay %d)", job.id, job.job_name, text, job.attempts)
+            logger.info(
+                "job %s (%s) %s; run %d of %d is not counted against max_attempts",
+                job.id,
+                job.job_name,
+                text,
+                job.attempts + 1,
+                job.max_attempts,
+            )
         return Settled(self._named(JobOutcome.CANCELLED, written, run), text, REASON_CANCEL_REQUESTED)
 
     async def _write(

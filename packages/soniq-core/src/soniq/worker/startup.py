@@ -50,20 +50,19 @@ def log_budget(worker_id: str, settings: Settings, registry: JobRegistry) -> Non
     )
     grace = settings.effective_sync_grace
     definitions = [d for d in (registry.get(n) for n in registry.names()) if d is not None]
+    has_sync = any(not d.is_async for d in definitions)
     logger.info(
-        "worker %s: with async jobs in flight a shutdown takes shutdown_timeout (%gs) plus the nack writes, "
-        "%gs at worst (prefetch_release_timeout %gs, %gs to unwind, %gs per nack); running sync jobs add up "
-        "to %gs (sync_handler_grace_seconds), then it waits for them without bound. Give the platform a "
-        "stop timeout above %gs: docker stop --time / --stop-timeout, Kubernetes "
-        "terminationGracePeriodSeconds, systemd TimeoutStopSec (see docs/deployment.md)",
+        "worker %s: shutdown budget %gs with async jobs (max(shutdown_timeout %gs, prefetch_release_timeout %gs) "
+        "+ %gs unwind + %gs nacks); sync jobs add %gs (sync_handler_grace_seconds), then unbounded. Set the "
+        "stop timeout (docker, terminationGracePeriodSeconds, TimeoutStopSec) above %gs: docs/deployment.md",
         worker_id,
-        settings.shutdown_timeout,
         async_bound,
+        settings.shutdown_timeout,
         settings.prefetch_release_timeout,
         CANCEL_UNWIND_SECONDS,
         NACK_WRITE_SECONDS,
         grace,
-        async_bound + (grace if any(not d.is_async for d in definitions) else 0.0),
+        async_bound + (grace if has_sync else 0.0),
     )
     if settings.job_timeout is None:
         untimed = [d.name for d in definitions if d.timeout is None]

@@ -29,6 +29,7 @@ from soniq.observers import ShutdownInfo, TransitionEvent, WorkerStartedEvent
 from soniq.params import PrepareWorkerParams, RegisterWorkerParams
 from soniq.records import WorkerInfo
 from soniq.scheduling.duties import FleetDuties
+from soniq.speedups import ORJSON, running_loop_name
 from soniq.worker._dispatch import Dispatcher
 from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
@@ -165,12 +166,14 @@ class Worker:
         # never hit the default SIGTERM action.
         removers = install_signal_handlers(self.stop) if self.install_signal_handlers else []
         logger.info(
-            "worker %s started: concurrency=%d queues=%s prefetch=%d backend=%s",
+            "worker %s started: concurrency=%d queues=%s prefetch=%d backend=%s loop=%s json=%s",
             self.worker_id,
             self.concurrency,
             ",".join(self.queues) if self.queues else "*",
             self.runs.prefetch,
             type(self.backend).__name__,
+            running_loop_name(),
+            "orjson" if ORJSON else "json",
         )
         if self.bus.wants("on_worker_started"):
             self.bus.worker_started(

@@ -23,6 +23,11 @@
     return u.toString();
   }
 
+  // The same clock the server prints every time in: UTC, never the browser's locale or zone.
+  function utcTime(date) {
+    return date.toISOString().slice(11, 19) + " UTC";
+  }
+
   function stamp(text) {
     if (status) { status.textContent = text; }
   }
@@ -38,7 +43,7 @@
       .then(function (html) {
         if (html !== last) { live.innerHTML = html; }
         last = html;
-        stamp("Updated " + new Date().toLocaleTimeString());
+        stamp("Updated " + utcTime(new Date()));
       })
       .catch(function (error) { stamp("Live updates paused: " + error.message); })
       .then(function () { busy = false; });
