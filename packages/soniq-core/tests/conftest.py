@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -12,6 +13,8 @@ import pytest
 import pytest_asyncio
 
 from soniq import Soniq
+
+sys.path.insert(0, str(Path(__file__).parent))  # the tests' own helper modules (cli_process)
 
 # Core's own tests never load installed observers (soniq-otel) unless a test asks for them.
 os.environ.setdefault("SONIQ_OBSERVERS", "")

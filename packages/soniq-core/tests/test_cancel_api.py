@@ -9,15 +9,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+from cli_process import run_soniq
 
 from soniq import CancelOutcome, JobNotFoundError, Soniq
 
@@ -125,12 +123,7 @@ async def _is(app: Soniq, job_id: str, wanted: str) -> bool:
 # -- soniq cancel ----------------------------------------------------------------------------
 
 
-def soniq(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SONIQ_")}
-    env["SONIQ_OBSERVERS"] = ""
-    return subprocess.run(
-        [sys.executable, "-m", "soniq", *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=env
-    )
+soniq = run_soniq
 
 
 @pytest.mark.asyncio

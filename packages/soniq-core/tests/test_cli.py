@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_soniq
 
-
-def soniq(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("SONIQ_")}
-    full_env["SONIQ_OBSERVERS"] = ""
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "soniq", *args], capture_output=True, text=True, timeout=60, cwd=cwd, env=full_env
-    )
+soniq = run_soniq
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:

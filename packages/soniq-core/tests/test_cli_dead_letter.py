@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_soniq
+from cli_process import succeeded as ok
 
 JOBS = """
 from soniq import Soniq
@@ -29,22 +29,7 @@ async def charge(n: int) -> None:
 
 
 def soniq(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SONIQ_")}
-    env["SONIQ_OBSERVERS"] = ""
-    return subprocess.run(
-        [sys.executable, "-m", "soniq", *args, "--jobs-modules", "myjobs"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env=env,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    return run_soniq(*args, "--jobs-modules", "myjobs", cwd=cwd)
 
 
 @pytest.fixture

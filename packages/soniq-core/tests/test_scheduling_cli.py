@@ -11,15 +11,11 @@ import sys
 import time
 from pathlib import Path
 
+from cli_process import run_soniq
+
 from soniq import Soniq
 
-
-def soniq(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SONIQ_")}
-    env["SONIQ_OBSERVERS"] = ""
-    return subprocess.run(
-        [sys.executable, "-m", "soniq", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=60
-    )
+soniq = run_soniq
 
 
 def test_inspect_lists_schedules_flags_orphans_and_shows_the_leader(tmp_path: Path) -> None:

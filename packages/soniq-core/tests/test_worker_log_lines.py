@@ -6,13 +6,13 @@ logged as a real traceback, from the handler's own frame, on lines of its own; a
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from cli_process import run_soniq
+from cli_process import succeeded as ok
 
 JOBS = """
 import asyncio
@@ -46,22 +46,7 @@ STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [A-Z]+ ")
 
 
 def soniq(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("SONIQ_")}
-    full.update({"SONIQ_OBSERVERS": "", **(env or {})})
-    return subprocess.run(
-        [sys.executable, "-m", "soniq", *args, "--jobs-modules", "myjobs"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=cwd,
-        env=full,
-        stdin=subprocess.DEVNULL,
-    )
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> str:
-    assert result.returncode == 0, result.stderr
-    return result.stdout
+    return run_soniq(*args, "--jobs-modules", "myjobs", cwd=cwd, env=env)
 
 
 @pytest.fixture
