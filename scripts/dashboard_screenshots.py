@@ -9,7 +9,6 @@ import asyncio
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 from urllib.request import urlopen
@@ -18,6 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "packages/soniq-dashboard/tests"))
 
 from dash_harness import Dashboard, Process, Store, child_env, start_browser, wait_for  # noqa: E402
+
+from soniq import Soniq  # noqa: E402
 
 OUT = ROOT / "docs/dashboard"
 JOBS = """
@@ -38,6 +39,15 @@ def make_thumbnail(path: str) -> str:
 
 @app.job(name="reports.monthly", queue="reports")
 async def monthly(month: str) -> None:
+    open(os.environ["SHOTS_MARKER"], "w").close()
+    await asyncio.sleep(3600)
+
+@app.job(name="emails.send_digest", queue="emails")
+async def send_digest() -> int:
+    return 0
+
+@app.job(name="video.transcode", queue="video")
+async def transcode(path: str) -> None:
     open(os.environ["SHOTS_MARKER"], "w").close()
     await asyncio.sleep(3600)
 """
@@ -61,12 +71,39 @@ async def fill(store: Store) -> None:
     await app.close()
 
 
-async def stats(store: Store) -> dict[str, int]:
+def producer(store: Store) -> Soniq:
     app = store.app()
+    for name, queue in (
+        ("emails.send_welcome", "emails"),
+        ("emails.send_digest", "emails"),
+        ("reports.monthly", "reports"),
+        ("video.transcode", "video"),
+    ):
+        app.job(name=name, queue=queue)(stub)
+    return app
+
+
+async def add_schedules(store: Store) -> None:
+    """A schedule that fires every few seconds (the worker's scheduler runs it) and a monthly one not yet due."""
+    app = producer(store)
+    await app.scheduler.add("emails.send_digest", every=3, name="digest")
+    await app.scheduler.add("reports.monthly", cron="0 6 1 * *", args={"month": "next"}, name="monthly-report")
+    await app.close()
+
+
+async def fired(store: Store, name: str, times: int) -> bool:
+    app = producer(store)
     try:
-        return await app.get_queue_stats()
+        view = await app.scheduler.get(name)
+        return view is not None and int(view["run_count"]) >= times
     finally:
         await app.close()
+
+
+async def enqueue_video(store: Store) -> None:
+    app = producer(store)
+    await app.enqueue("video.transcode", path="/uploads/launch.mov")
+    await app.close()
 
 
 async def enqueue_later(store: Store) -> None:
@@ -88,7 +125,15 @@ def shoot(browser: Any, url: str, path: Path, *, width: int = 1280, dark: bool =
         "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]}
     )
     browser.get(url)
-    time.sleep(0.8)  # one live refresh, so the picture shows the polled state
+    # Blank the "Updated" stamp and wait for a live refresh to write it again: the picture shows the polled state.
+    browser.execute_script("var s = document.getElementById('live-status'); if (s) { s.textContent = ''; }")
+    wait_for(
+        lambda: browser.execute_script(
+            "var s = document.getElementById('live-status'); return !s || s.textContent.length > 0;"
+        ),
+        timeout=20,
+        what=f"a live refresh of {url}",
+    )
     height = int(browser.execute_script("return document.documentElement.scrollHeight"))
     viewport(browser, width, min(max(height, 500), 1400))
     browser.save_screenshot(str(path))
@@ -110,14 +155,27 @@ def main() -> None:
         marker = work / "marker"
         env_long = {**env, "SHOTS_MARKER": str(marker), "SONIQ_SHUTDOWN_TIMEOUT": "600"}
         draining = Process([*worker, "--queues", "reports", "--concurrency", "1"], env_long, work / "w2.log", work)
-        running = Process([*worker, "--queues", "emails"], env, work / "w3.log", work)
         wait_for(marker.exists, timeout=30, what="the long report running")
+        # A worker killed while it runs a transcode; the emails worker, which judges two seconds of silence
+        # stale, sweeps it: the workers page shows it LOST, with the row recovery took from it.
+        video_marker = work / "video-marker"
+        asyncio.run(enqueue_video(store))
+        env_video = {**env, "SHOTS_MARKER": str(video_marker)}
+        killed = Process([*worker, "--queues", "video", "--concurrency", "1"], env_video, work / "w4.log", work)
+        wait_for(video_marker.exists, timeout=30, what="the transcode running")
+        killed.signal(signal.SIGKILL)
+        killed.wait(10)
+        asyncio.run(add_schedules(store))
+        env_sweeper = {**env, "SONIQ_HEARTBEAT_TIMEOUT": "2"}
+        running = Process([*worker, "--queues", "emails"], env_sweeper, work / "w3.log", work)
         asyncio.run(enqueue_later(store))
-        draining.signal(signal.SIGTERM)
         dashboard = Dashboard(store, work, writes=True)
         browser = start_browser(work / "profile")
         try:
             base = dashboard.base
+            wait_for(lambda: b'data-state="LOST"' in urlopen(base + "/workers").read(), timeout=30, what="lost")
+            wait_for(lambda: asyncio.run(fired(store, "digest", 2)), timeout=30, what="the schedule firing")
+            draining.signal(signal.SIGTERM)
             wait_for(lambda: b"DRAINING" in urlopen(base + "/workers").read(), timeout=20, what="draining")
             shoot(browser, base + "/", OUT / "overview.png")
             shoot(browser, base + "/", OUT / "overview-dark.png", dark=True)
@@ -136,10 +194,13 @@ def main() -> None:
             shoot(browser, base + "/workers", OUT / "workers.png")
             shoot(browser, base + "/workers", OUT / "workers-dark.png", dark=True)
             shoot(browser, base + "/schedules", OUT / "schedules.png")
-            shoot(browser, base + "/charts", OUT / "charts.png")
+            # charts.png in docs/ was taken by hand over a longer history than this script makes; --charts
+            # replaces it with this run's picture.
+            if "--charts" in sys.argv[1:]:
+                shoot(browser, base + "/charts", OUT / "charts.png")
         finally:
             browser.quit()
-            for p in (dashboard, draining, running, done):
+            for p in (dashboard, draining, running, killed, done):
                 p.stop()
 
 

@@ -74,7 +74,7 @@ def test_nan_and_infinity_are_refused_for_every_numeric_setting(name: str, value
         ({"allow_no_jobs": 1}, "allow_no_jobs", "expected true or false"),
         ({"max_result_bytes": 0}, "max_result_bytes", "at least 1"),
         ({"cancel_grace_seconds": -1}, "cancel_grace_seconds", "at least 0"),
-        ({"unknown_job_timeout": 0}, "unknown_job_timeout", "greater than 0"),
+        ({"unknown_job_timeout": 0}, "unknown_job_timeout", "at least 0.001"),
     ],
 )
 def test_bounds_are_enforced_with_the_setting_named(overrides: dict[str, object], name: str, fragment: str) -> None:

@@ -18,6 +18,8 @@ from dash_harness import Store, make_store, start_browser
 from soniq import Soniq
 
 JOB_NAMES = ("dash_jobs.quick", "dash_jobs.flaky", "dash_jobs.hold", "dash_jobs.login")
+# Jobs whose retry budget a test reads: registered with the `max_retries` the worker gives them.
+RETRIED = {"dash_jobs.retry_later": 3, "dash_jobs.second_run": 2, "dash_jobs.always_fails": 1}
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -37,6 +39,8 @@ async def producer(store: Store) -> AsyncIterator[Soniq]:
     app = store.app()
     for name in (*JOB_NAMES, EVIL_NAME):
         app.job(name=name, max_retries=0)(_stub)
+    for name, retries in RETRIED.items():
+        app.job(name=name, max_retries=retries)(_stub)
     await app.setup()
     yield app
     if store.namespace:

@@ -41,3 +41,23 @@ async def login(user: str, password: str, note: str = "") -> None:
 @app.job(name=EVIL_NAME, max_retries=0)
 async def evil() -> None:
     raise RuntimeError(EVIL_ERROR)
+
+
+@app.job(name="dash_jobs.retry_later", max_retries=3, retry_delay=3600)
+async def retry_later() -> None:
+    """Fails once and is queued again an hour later: a job queued after a failure."""
+    raise RuntimeError("the first run failed")
+
+
+@app.job(name="dash_jobs.second_run", max_retries=2, retry_delay=0)
+async def second_run(marker: str) -> str:
+    """Fails on its first run (leaving `marker`) and succeeds on its second."""
+    if not os.path.exists(marker):  # noqa: ASYNC240 - a one-off stat in a test job
+        Path(marker).touch()  # noqa: ASYNC240 - a one-off touch in a test job
+        raise RuntimeError("the first run failed")
+    return "second time lucky"
+
+
+@app.job(name="dash_jobs.always_fails", max_retries=1, retry_delay=0)
+async def always_fails() -> None:
+    raise ValueError("it <always> fails")

@@ -104,7 +104,7 @@ async def test_a_job_enqueued_in_another_process_appears_without_a_reload(
     assert "QUEUED" in text  # the state is a word, not only a colour
     assert same_page(browser)
     browser.get(d.base + "/")
-    in_browser(browser, lambda b: b.find_element(By.CSS_SELECTOR, '[data-count="queued"]').text == "1", what="count")
+    in_browser(browser, lambda b: b.find_element(By.CSS_SELECTOR, '[data-count="due"]').text == "1", what="count")
 
 
 async def test_the_queues_table_shows_each_queues_declared_limit(

@@ -90,14 +90,14 @@ async def test_the_overview_shows_its_snapshot_time_and_catches_up_with_a_new_jo
     assert "Counts as of " in body
     first_as_of = re.search(r'data-as-of="([^"]+)"', body)
     assert first_as_of is not None
-    queued = re.search(r'data-count="queued">(\d+)<', body)
+    queued = re.search(r'data-count="due">(\d+)<', body)
     assert queued is not None
     await producer.enqueue("dash_jobs.quick", n=1)
     want = int(queued.group(1)) + 1
 
     def caught_up() -> bool:
         _, fragment = client.get("/?partial=live")
-        found = re.search(r'data-count="queued">(\d+)<', fragment)
+        found = re.search(r'data-count="due">(\d+)<', fragment)
         stamp = re.search(r'data-as-of="([^"]+)"', fragment)
         return (
             found is not None

@@ -90,6 +90,23 @@ async def test_overview_counts_queues_and_the_oldest_queued_age(producer: Soniq)
 
 
 @pytest.mark.asyncio
+async def test_the_overview_tells_due_jobs_from_later_ones_and_ages_only_due_ones(producer: Soniq) -> None:
+    reads = DashboardReads(producer)
+    await producer.enqueue("dash_jobs.quick", n=1, queue="a", scheduled_at=datetime.now(UTC) + timedelta(hours=2))
+    only_later = await reads.overview()
+    assert (only_later.totals["due"], only_later.totals["scheduled"], only_later.totals["queued"]) == (0, 1, 1)
+    assert only_later.oldest_queued_age is None  # nothing is waiting: the one queued job is not due yet
+    due = await producer.enqueue("dash_jobs.quick", n=2, queue="a")
+    created = (await producer.get_job(due) or {})["created_at"]
+    both = await reads.overview()
+    assert (both.totals["due"], both.totals["scheduled"]) == (1, 1)
+    assert (dict(both.queues)["a"]["due"], dict(both.queues)["a"]["scheduled"]) == (1, 1)
+    assert both.oldest_queued_age is not None
+    # The age is the due job's, younger than the scheduled job's, which was created first.
+    assert both.oldest_queued_age <= datetime.now(UTC) - created.astimezone(UTC)
+
+
+@pytest.mark.asyncio
 async def test_worker_rows_map_onto_the_state_machine_names(producer: Soniq) -> None:
     backend = await producer.connected_backend()
     for worker_id in ("w-running", "w-draining", "w-forced", "w-lost"):

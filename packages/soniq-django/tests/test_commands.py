@@ -8,6 +8,7 @@ from io import StringIO
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
+from django.db import connections
 from djproject.testapp.tasks import add
 
 from soniq_django.backend import soniq_priority
@@ -36,6 +37,36 @@ def test_soniq_status_counts_jobs() -> None:
     text = StringIO()
     call_command("soniq_status", stdout=text)
     assert "queued  2" in text.getvalue()
+
+
+@pytest.mark.usefixtures("soniq_db")
+def test_soniq_status_names_the_database_with_its_password_masked() -> None:
+    settings = connections["default"].settings_dict
+    if connections["default"].vendor == "postgresql":
+        # The test server trusts local connections, so a password in the settings is sent and ignored.
+        password = settings["PASSWORD"]
+        settings["PASSWORD"] = "s3cret-pw"
+        try:
+            text, payload = _status()
+        finally:
+            settings["PASSWORD"] = password
+        assert "s3cret-pw" not in text + json.dumps(payload)
+        host = f"{settings['HOST']}:{settings['PORT']}/{settings['NAME']}"
+        expected = f"postgresql://{settings['USER']}:***@{host}"
+        assert payload["database_url"] == expected
+    else:
+        expected = f"sqlite:///{settings['NAME']}"
+        text, payload = _status()
+        assert payload["database_url"] == expected
+    assert text.splitlines()[0] == f"    database  {expected}"
+
+
+def _status() -> tuple[str, dict[str, object]]:
+    text, raw = StringIO(), StringIO()
+    call_command("soniq_status", stdout=text)
+    call_command("soniq_status", "--json", stdout=raw)
+    payload: dict[str, object] = json.loads(raw.getvalue())
+    return text.getvalue(), payload
 
 
 def test_postgres_url_from_settings() -> None:

@@ -57,6 +57,7 @@ class ReadsContract:
             first, second = counts
             assert (first.total, first.queued, first.scheduled) == (2, 2, 1)
             assert first.oldest_queued_at is not None
+            assert first.oldest_due_at is not None
             assert (second.processing, second.done, second.cancelled, second.dead_letter, second.queued) == (
                 1,
                 1,
@@ -64,7 +65,7 @@ class ReadsContract:
                 1,
                 0,
             )
-            assert second.oldest_queued_at is None
+            assert (second.oldest_queued_at, second.oldest_due_at) == (None, None)
             assert second.scheduled == 0
             for c in counts:
                 assert c.total == c.queued + c.processing + c.done + c.dead_letter + c.cancelled
@@ -80,6 +81,17 @@ class ReadsContract:
             assert processing.queue == b
             (only,) = await backend.job_counts(JobCountsParams(queues=["nobody-uses-this"]))
             assert (only.queue, only.total, only.oldest_queued_at) == ("nobody-uses-this", 0, None)
+
+    async def test_oldest_due_at_leaves_out_rows_scheduled_for_later(self, contract: ContractHarness) -> None:
+        async with contract.backend() as backend:
+            queue = unique_queue()
+            later = await enqueue(backend, queue=queue, scheduled_at=utc_now() + timedelta(hours=1))
+            (only_later,) = await backend.job_counts(JobCountsParams(queues=[queue]))
+            assert (only_later.oldest_queued_at, only_later.oldest_due_at) == (later.created_at, None)
+            due = await enqueue(backend, queue=queue)
+            (both,) = await backend.job_counts(JobCountsParams(queues=[queue]))
+            assert (both.queued, both.scheduled) == (2, 1)
+            assert (both.oldest_queued_at, both.oldest_due_at) == (later.created_at, due.created_at)
 
     async def test_job_page_never_repeats_or_skips_while_rows_are_inserted(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:

@@ -410,8 +410,8 @@ class Backend(Protocol):
     # read where the store offers one (a single statement or script).
 
     async def job_counts(self, params: JobCountsParams, /) -> list[QueueCounts]:
-        """Per queue, in queue-name order: the `queue_stats` counts plus `scheduled` and
-        `oldest_queued_at`, for every queue with at least one job or dead letter (or only
+        """Per queue, in queue-name order: the `queue_stats` counts plus `scheduled`,
+        `oldest_queued_at` and `oldest_due_at`, for every queue with at least one job or dead letter (or only
         `queues`, when given; a named queue with nothing in it comes back with zeros).
         One grouped read: the counts of one queue add up with each other."""
 

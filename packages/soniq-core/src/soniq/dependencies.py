@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from soniq.errors import DependencyCycleError
+from soniq.limits import shown
 from soniq.records import DependencyPolicy, NewJob
 from soniq.validation import JobOptionsError
 
@@ -26,20 +27,31 @@ if TYPE_CHECKING:
 DependsOn = str | uuid.UUID | Iterable[str | uuid.UUID] | None
 
 
+MAX_DEPENDENCIES = 1_000
+"""The most distinct ids one job's `depends_on` may name (issue 27); more is `JobOptionsError`."""
+
+
 def normalize_depends_on(value: DependsOn) -> tuple[str, ...]:
-    """`depends_on` as distinct ids in the order given: one id, or any iterable of ids (a repeat is kept once)."""
+    """`depends_on` as distinct ids in the order given: one id, or any iterable of ids (a repeat is kept once).
+
+    At most `MAX_DEPENDENCIES` distinct ids; the check stops reading at the first id past that."""
     if value is None:
         return ()
     items: Iterable[object] = (value,) if isinstance(value, (str, uuid.UUID)) else value
     if isinstance(value, (bytes, Mapping)) or not isinstance(items, Iterable):
-        raise JobOptionsError(f"depends_on must be a job id or a list of job ids, got {value!r}")
+        raise JobOptionsError(f"depends_on must be a job id or a list of job ids, got {shown(value)}")
     seen: dict[str, None] = {}
     for item in items:
         if isinstance(item, uuid.UUID):
             item = str(item)
         if not isinstance(item, str) or not item.strip():
-            raise JobOptionsError(f"depends_on must hold job ids (non-empty strings), got {item!r}")
+            raise JobOptionsError(f"depends_on must hold job ids (non-empty strings), got {shown(item)}")
         seen.setdefault(item, None)
+        if len(seen) > MAX_DEPENDENCIES:
+            raise JobOptionsError(
+                f"depends_on names more than {MAX_DEPENDENCIES:,} job ids; a job may wait for at most "
+                f"{MAX_DEPENDENCIES:,} (chain through an intermediate job to wait for more)"
+            )
     return tuple(seen)
 
 

@@ -170,9 +170,15 @@ class UnknownDependencyError(SoniqError, LookupError):
 
     suggestion = "pass the ids returned by enqueue; a job deleted by result_ttl=0 can no longer be depended on"
 
+    SHOWN = 10
+    """The message lists this many of the unknown ids and says how many more there are (all are in `missing`)."""
+
     def __init__(self, missing: Sequence[str]) -> None:
         self.missing = tuple(missing)
-        super().__init__(f"depends_on names unknown job id(s): {', '.join(self.missing)}")
+        listed = ", ".join(self.missing[: self.SHOWN])
+        more = len(self.missing) - self.SHOWN
+        tail = f" and {more:,} more" if more > 0 else ""
+        super().__init__(f"depends_on names {len(self.missing):,} unknown job id(s): {listed}{tail}")
 
 
 class DependencyCycleError(SoniqError, ValueError):
@@ -180,7 +186,10 @@ class DependencyCycleError(SoniqError, ValueError):
 
 
 class InvalidLimitError(SoniqError, ValueError):
-    """A fleet-wide limit with a value that cannot be enforced (zero or below, an unknown period)."""
+    """A fleet-wide limit with a value that cannot be enforced: a count outside 1 to 1,000,000,000, a
+    period outside 1 ms to 30 days or not whole milliseconds, an unknown unit (bounds in `soniq.limits`)."""
+
+    suggestion = "see the limit bounds in docs/reliability.md"
 
 
 class JobFailedError(SoniqError):

@@ -26,8 +26,18 @@ if TYPE_CHECKING:
 MAX_LIMIT_KEY_LENGTH = 255
 """The longest `limit_key` a row stores (as `dedup_key`): a longer computed key is refused at enqueue."""
 
+MAX_LIMIT_COUNT = 1_000_000_000
+"""The largest `max_concurrent` and `rate_limit` count (issue 27): below 2**31, so every store counts it exactly."""
+MIN_RATE_PERIOD = 0.001
+"""The shortest `rate_limit` period, 1 ms (issue 27)."""
+MAX_RATE_PERIOD = 30 * 86400.0
+"""The longest `rate_limit` period, 30 days (issue 27). Periods are whole milliseconds, which every
+store holds exactly (SQLite and Redis count windows in microseconds, PostgreSQL and memory in seconds)."""
+MAX_RATE_TEXT = 64
+"""The longest `rate_limit` string read (``"10/5s"``); a longer one is refused before it is parsed."""
+
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
-_RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d+(?:\.\d+)?)?\s*([smh])\s*$")
+_RATE = re.compile(r"^\s*(\d{1,12})\s*/\s*(\d{1,12}(?:\.\d{1,12})?)?\s*([smh])\s*$", re.ASCII)
 
 RateLimit = str | tuple[int, float]
 LimitKey = str | Callable[[Mapping[str, Any]], Any]
@@ -35,45 +45,99 @@ LimitKey = str | Callable[[Mapping[str, Any]], Any]
 
 def parse_rate_limit(value: object, *, what: str = "rate_limit") -> tuple[int, float]:
     """``"N/s"``, ``"N/m"``, ``"N/h"``, ``"N/<k>s"`` (``"10/5s"``: ten per five seconds; ``<k>m`` and
-    ``<k>h`` too) or ``(count, seconds)``, as ``(count, period_seconds)``; anything else, a count
-    below 1 or a period that is not a positive finite number is `InvalidLimitError`."""
+    ``<k>h`` too) or ``(count, seconds)``, as ``(count, period_seconds)``.
+
+    The count is a whole number from 1 to `MAX_LIMIT_COUNT`; the period a whole number of
+    milliseconds from `MIN_RATE_PERIOD` (1 ms) to `MAX_RATE_PERIOD` (30 days). Anything else is
+    `InvalidLimitError` naming the value, so no store is ever asked to enforce a limit it cannot."""
     if isinstance(value, str):
-        match = _RATE.match(value)
+        match = _RATE.match(value) if len(value) <= MAX_RATE_TEXT else None
         if match is None:
             raise InvalidLimitError(
-                f"{what} must look like '10/s', '100/m', '1000/h' or '10/5s' (count per period), got {value!r}"
+                f"{what} must look like '10/s', '100/m', '1000/h' or '10/5s' (count per period), got {shown(value)}"
             )
         count = int(match.group(1))
         period = float(match.group(2) or 1) * _UNITS[match.group(3)]
     elif isinstance(value, (tuple, list)) and len(value) == 2:
         count, period = _count(value[0], what), _period(value[1], what)
     else:
-        raise InvalidLimitError(f"{what} must be a string such as '10/s' or a (count, seconds) pair, got {value!r}")
+        raise InvalidLimitError(
+            f"{what} must be a string such as '10/s' or a (count, seconds) pair, got {shown(value)}"
+        )
     if count < 1:
-        raise InvalidLimitError(f"{what} must allow at least 1 start per period, got {value!r}")
-    if not (math.isfinite(period) and period > 0):
-        raise InvalidLimitError(f"{what} needs a period above 0 seconds, got {value!r}")
-    return count, period
+        raise InvalidLimitError(f"{what} must allow at least 1 start per period, got {shown(value)}")
+    if count > MAX_LIMIT_COUNT:
+        raise InvalidLimitError(f"{what} must allow at most {MAX_LIMIT_COUNT:,} starts per period, got {shown(value)}")
+    return count, check_rate_period(period, what=what, given=value)
+
+
+def check_rate_period(period: float, *, what: str = "rate_limit", given: object = None) -> float:
+    """`period` (seconds) if it is a whole number of milliseconds within the bounds, else `InvalidLimitError`."""
+    shown_value = shown(period if given is None else given)
+    if not period > 0:
+        raise InvalidLimitError(f"{what} needs a period above 0 seconds, got {shown_value}")
+    if not (math.isfinite(period) and MIN_RATE_PERIOD <= period <= MAX_RATE_PERIOD):
+        raise InvalidLimitError(
+            f"{what} needs a period from {MIN_RATE_PERIOD:g} s (1 ms) to {MAX_RATE_PERIOD:,.0f} s (30 days), "
+            f"got {shown_value}"
+        )
+    millis = round(period * 1000)
+    if abs(period * 1000 - millis) > 1e-6:
+        raise InvalidLimitError(f"{what} needs a period of whole milliseconds, got {shown_value}")
+    return millis / 1000
 
 
 def _count(value: object, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidLimitError(f"{what} count must be a whole number, got {value!r}")
+        raise InvalidLimitError(f"{what} count must be a whole number, got {shown(value)}")
     return value
 
 
 def _period(value: object, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidLimitError(f"{what} period must be a number of seconds, got {value!r}")
-    return float(value)
+        raise InvalidLimitError(f"{what} period must be a number of seconds, got {shown(value)}")
+    try:
+        return float(value)
+    except OverflowError:  # an int too large for a float
+        return math.inf
 
 
 def check_max_concurrent(value: object, *, what: str = "max_concurrent") -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidLimitError(f"{what} must be a whole number of at least 1, got {value!r}")
+        raise InvalidLimitError(f"{what} must be a whole number from 1 to {MAX_LIMIT_COUNT:,}, got {shown(value)}")
     if value < 1:
         raise InvalidLimitError(f"{what} must be at least 1 (a limit of {value} would never run a job), got {value}")
+    if value > MAX_LIMIT_COUNT:
+        raise InvalidLimitError(f"{what} must be at most {MAX_LIMIT_COUNT:,}, got {shown(value)}")
     return value
+
+
+def check_group_limit(limit: GroupLimit) -> None:
+    """`InvalidLimitError` unless every value of `limit` is within the bounds core enforces at
+    declaration; a backend that checks the limits it is handed (Redis) calls this, so the two agree."""
+    where = f" for {limit.key}"
+    if limit.max_concurrent is not None:
+        check_max_concurrent(limit.max_concurrent, what="max_concurrent" + where)
+    if limit.rate_limit is not None:
+        if isinstance(limit.rate_limit, bool) or not isinstance(limit.rate_limit, int):
+            raise InvalidLimitError(f"rate_limit{where} count must be a whole number, got {shown(limit.rate_limit)}")
+        if limit.rate_limit < 1:
+            raise InvalidLimitError(f"rate_limit{where} must allow at least 1 start per period, got {limit.rate_limit}")
+        if limit.rate_limit > MAX_LIMIT_COUNT:
+            raise InvalidLimitError(
+                f"rate_limit{where} must allow at most {MAX_LIMIT_COUNT:,} starts per period, "
+                f"got {shown(limit.rate_limit)}"
+            )
+        check_rate_period(_period(limit.rate_period, "rate_limit" + where), what="rate_limit" + where)
+
+
+def shown(value: object, width: int = 80) -> str:
+    """`repr(value)`, cut to `width` characters (an error message never carries a huge input whole)."""
+    try:
+        text = repr(value)
+    except Exception:  # a repr that fails, or an int too large to print
+        return f"<{type(value).__name__}>"
+    return text if len(text) <= width else f"{text[: width - 15]}... ({len(text):,} chars)"
 
 
 def format_rate(count: int, period: float) -> str:

@@ -286,6 +286,9 @@ class QueueCounts:
     """The `queued` rows whose `scheduled_at` is still in the future (a subset of `queued`)."""
     oldest_queued_at: datetime | None = None
     """The smallest `created_at` among `queued` rows, None when there are none."""
+    oldest_due_at: datetime | None = None
+    """The smallest `created_at` among `queued` rows already due (`scheduled_at` not in the future), None
+    when none is due: the wait an operator asks about, which a job scheduled for later is not part of."""
 
 
 @dataclass(frozen=True, slots=True)

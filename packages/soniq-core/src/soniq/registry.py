@@ -12,7 +12,7 @@ from soniq.context import context_parameter
 from soniq.errors import Permanent, UnknownJobError
 from soniq.limits import JobLimits, job_limits
 from soniq.outcomes import HandlerKind
-from soniq.validation import JobOptionsError
+from soniq.validation import JobOptionsError, check_job_timeout
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +113,7 @@ def validate_job_options(*, name: str, queue: str, max_retries: int, priority: i
         raise ValueError(f"max_retries must be a whole number >= 0, got {max_retries!r}")
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ValueError(f"priority must be a whole number, got {priority!r}")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0):
-        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    check_job_timeout(timeout)
 
 
 class JobRegistry:
@@ -165,7 +164,7 @@ class JobRegistry:
             queue=queue,
             max_retries=max_retries,
             priority=priority,
-            timeout=float(timeout) if timeout is not None else None,
+            timeout=check_job_timeout(timeout),
             is_async=inspect.iscoroutinefunction(func),
             limits=limits,
             **fields,

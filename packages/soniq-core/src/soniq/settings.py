@@ -19,10 +19,27 @@ from soniq.limits import queue_group_limits
 from soniq.params import GroupLimit
 from soniq.records import StaleJobPolicy
 from soniq.redaction import redact_url
+from soniq.retry import MAX_DELAY_SECONDS
+from soniq.validation import MAX_JOB_TIMEOUT, MIN_JOB_TIMEOUT
 
 DEFAULT_DATABASE_URL = "sqlite:///soniq.db"
 MIN_POLL_INTERVAL = 0.01
 MAX_CONCURRENCY = 10_000
+# -- the bounds of the numeric settings (issue 27; the table in docs/reliability.md) --
+HOUR = 3600.0
+DAY = 86400.0
+MIN_HEARTBEAT_INTERVAL = 0.1
+"""Below this a worker spends its time writing heartbeats."""
+MIN_LEADER_LEASE_TTL = 0.5
+"""The lease is renewed every third of it; 1e-6 would spin a core renewing it."""
+MIN_PRUNE_INTERVAL = 0.05
+MIN_RETENTION_DAYS = 0.001
+"""`dead_letter_retention_days` below 86.4 s would delete dead letters as they are written."""
+MAX_RETENTION_SECONDS = 36_500 * DAY
+"""100 years: `result_ttl`, `unknown_job_timeout` and `dead_letter_retention_days` (in days) at most."""
+MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+"""`max_args_bytes` and `max_result_bytes` at most: 64 MiB, below every store's largest value."""
+MAX_POOL_SIZE = 1_000
 HEARTBEAT_TIMEOUT_FACTOR = 3
 PREFETCH_FACTOR = 10
 ENQUEUE_VALIDATION_MODES = ("strict", "warn", "none")
@@ -31,7 +48,18 @@ EVENT_LOOPS = ("auto", "asyncio", "uvloop")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def _parse_float(name: str, value: Any, *, minimum: float, allow_none: bool, strict: bool) -> float | None:
+def _shown(value: Any) -> str:
+    """`repr(value)` cut short, so an error never carries a huge input whole."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too large to print
+        return f"an int of {value.bit_length()} bits"
+    return text if len(text) <= 80 else f"{text[:65]}... ({len(text):,} chars)"
+
+
+def _parse_float(
+    name: str, value: Any, *, minimum: float, allow_none: bool, strict: bool, maximum: float | None = None
+) -> float | None:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
         if allow_none:
             return None
@@ -40,13 +68,17 @@ def _parse_float(name: str, value: Any, *, minimum: float, allow_none: bool, str
         raise SettingsError(name, f"expected a number of seconds, got {value!r}")
     try:
         number = float(value)
+    except OverflowError:
+        raise SettingsError(name, f"expected a finite number, got {_shown(value)}") from None
     except (TypeError, ValueError):
-        raise SettingsError(name, f"expected a number of seconds, got {value!r}") from None
+        raise SettingsError(name, f"expected a number of seconds, got {_shown(value)}") from None
     if math.isnan(number) or math.isinf(number):
-        raise SettingsError(name, f"expected a finite number, got {value!r}")
+        raise SettingsError(name, f"expected a finite number, got {_shown(value)}")
     if number < minimum or (strict and number == minimum):
         bound = f"greater than {minimum:g}" if strict else f"at least {minimum:g}"
-        raise SettingsError(name, f"must be {bound}, got {value!r}")
+        raise SettingsError(name, f"must be {bound}, got {_shown(value)}")
+    if maximum is not None and number > maximum:
+        raise SettingsError(name, f"must be at most {maximum:g}, got {_shown(value)}")
     return number
 
 
@@ -57,12 +89,12 @@ def _parse_int(name: str, value: Any, *, minimum: int, maximum: int | None = Non
         raise SettingsError(name, f"expected a whole number, got {value!r}")
     try:
         number = int(str(value).strip()) if isinstance(value, str) else int(value)
-    except (TypeError, ValueError):
-        raise SettingsError(name, f"expected a whole number, got {value!r}") from None
+    except (TypeError, ValueError, OverflowError):
+        raise SettingsError(name, f"expected a whole number, got {_shown(value)}") from None
     if number < minimum:
-        raise SettingsError(name, f"must be at least {minimum}, got {value!r}")
+        raise SettingsError(name, f"must be at least {minimum}, got {_shown(value)}")
     if maximum is not None and number > maximum:
-        raise SettingsError(name, f"must be at most {maximum}, got {value!r}")
+        raise SettingsError(name, f"must be at most {maximum}, got {_shown(value)}")
     return number
 
 
@@ -119,6 +151,11 @@ class Settings:
     max_args_bytes: int = 1_048_576
     metrics_port: int | None = None
     """The TCP port a worker serves ``/metrics`` on, when an exporter such as soniq-prometheus is installed."""
+    metrics_host: str = "127.0.0.1"
+    """The address ``/metrics`` listens on (issue 27: loopback unless you choose otherwise; ``0.0.0.0`` for all)."""
+    loop_failure_limit: float = 60.0
+    """Seconds an internal worker loop may keep failing (restarted with a growing pause) before the worker
+    stops with an error and ``soniq worker`` exits with status 1 (issue 27)."""
     unknown_job_timeout: float | None = 86400.0
     allow_no_jobs: bool = False
     log_jobs: bool = True
@@ -255,7 +292,7 @@ class Settings:
                 "pool_min_size", f"must be at most pool_max_size ({self.pool_max_size}), got {self.pool_min_size}"
             )
         # Below three beats a worker busy for one slow sweep can look stale to itself and its peers.
-        if self.heartbeat_timeout < HEARTBEAT_TIMEOUT_FACTOR * self.heartbeat_interval:
+        if self.heartbeat_timeout < HEARTBEAT_TIMEOUT_FACTOR * self.heartbeat_interval - 1e-9:  # 0.3 vs 3 x 0.1
             raise SettingsError(
                 "heartbeat_timeout",
                 f"must be at least {HEARTBEAT_TIMEOUT_FACTOR} x heartbeat_interval "
@@ -298,38 +335,22 @@ def _observers(name: str, value: Any) -> tuple[str, ...] | None:
     return _parse_names(name, value)
 
 
-def _positive(name: str, value: Any) -> float:
-    result = _parse_float(name, value, minimum=0.0, allow_none=False, strict=True)
-    assert result is not None
-    return result
+def _seconds(
+    minimum: float, maximum: float, *, strict: bool = False, optional: bool = False
+) -> Callable[[str, Any], Any]:
+    """A parser of a number of seconds (or days) from `minimum` (excluded when `strict`) to `maximum`."""
 
-
-def _non_negative(name: str, value: Any) -> float:
-    result = _parse_float(name, value, minimum=0.0, allow_none=False, strict=False)
-    assert result is not None
-    return result
-
-
-def _optional_positive(name: str, value: Any) -> float | None:
-    return _parse_float(name, value, minimum=0.0, allow_none=True, strict=True)
-
-
-def _optional_non_negative(name: str, value: Any) -> float | None:
-    return _parse_float(name, value, minimum=0.0, allow_none=True, strict=False)
-
-
-def _at_least(minimum: int, maximum: int | None = None) -> Callable[[str, Any], int]:
-    def parse(name: str, value: Any) -> int:
-        return _parse_int(name, value, minimum=minimum, maximum=maximum)
+    def parse(name: str, value: Any) -> float | None:
+        return _parse_float(name, value, minimum=minimum, maximum=maximum, allow_none=optional, strict=strict)
 
     return parse
 
 
-def _poll_interval(name: str, value: Any) -> float:
-    # An idle worker issues one claim per poll: 1e-6 would be thousands of queries a second.
-    result = _parse_float(name, value, minimum=MIN_POLL_INTERVAL, allow_none=False, strict=False)
-    assert result is not None
-    return result
+def _at_least(minimum: int, maximum: int) -> Callable[[str, Any], int]:
+    def parse(name: str, value: Any) -> int:
+        return _parse_int(name, value, minimum=minimum, maximum=maximum)
+
+    return parse
 
 
 def _modules(name: str, value: Any) -> tuple[str, ...]:
@@ -341,8 +362,16 @@ def _port(name: str, value: Any) -> int | None:
         return None
     port = _parse_int(name, value, minimum=1)
     if port > 65535:
-        raise SettingsError(name, f"must be a TCP port between 1 and 65535, got {value!r}")
+        raise SettingsError(name, f"must be a TCP port between 1 and 65535, got {_shown(value)}")
     return port
+
+
+def _host(name: str, value: Any) -> str:
+    """An address to bind (issue 27): a host name or IP literal, no spaces or control characters."""
+    text = value.strip() if isinstance(value, str) else None
+    if not text or any(ch.isspace() or not ch.isprintable() for ch in text) or len(text) > 255:
+        raise SettingsError(name, f"expected an address to listen on such as 127.0.0.1 or 0.0.0.0, got {value!r}")
+    return text
 
 
 def _queues(name: str, value: Any) -> tuple[str, ...] | None:
@@ -350,38 +379,41 @@ def _queues(name: str, value: Any) -> tuple[str, ...] | None:
 
 
 _PARSERS: dict[str, Callable[[str, Any], Any]] = {
+    # Every numeric setting has a floor and a ceiling (issue 27), listed in docs/reliability.md.
     "database_url": _url,
     "jobs_modules": _modules,
     "concurrency": _at_least(1, MAX_CONCURRENCY),
     "queues": _queues,
-    "job_timeout": _optional_positive,
-    "shutdown_timeout": _non_negative,
-    "sync_handler_grace_seconds": _optional_non_negative,
-    "sync_handler_pool_size": _at_least(1),
-    "heartbeat_interval": _positive,
-    "heartbeat_timeout": _positive,
-    "poll_interval": _poll_interval,
-    "prefetch": _at_least(0),
-    "prefetch_release_timeout": _positive,
+    "job_timeout": _seconds(MIN_JOB_TIMEOUT, MAX_JOB_TIMEOUT, optional=True),
+    "shutdown_timeout": _seconds(0.0, DAY),
+    "sync_handler_grace_seconds": _seconds(0.0, DAY, optional=True),
+    "sync_handler_pool_size": _at_least(1, MAX_CONCURRENCY),
+    "heartbeat_interval": _seconds(MIN_HEARTBEAT_INTERVAL, HOUR),
+    "heartbeat_timeout": _seconds(0.3, DAY),  # 3 x MIN_HEARTBEAT_INTERVAL
+    "poll_interval": _seconds(MIN_POLL_INTERVAL, HOUR),
+    "prefetch": _at_least(0, PREFETCH_FACTOR * MAX_CONCURRENCY),
+    "prefetch_release_timeout": _seconds(MIN_POLL_INTERVAL, HOUR),
     "stale_job_policy": _policy,
     "observers": _observers,
-    "retry_backoff_base": _non_negative,
-    "retry_backoff_max": _non_negative,
-    "max_args_bytes": _at_least(1),
+    "retry_backoff_base": _seconds(0.0, MAX_DELAY_SECONDS),
+    "retry_backoff_max": _seconds(0.0, MAX_DELAY_SECONDS),
+    "max_args_bytes": _at_least(1, MAX_PAYLOAD_BYTES),
     "metrics_port": _port,
-    "unknown_job_timeout": _optional_positive,
+    "metrics_host": lambda name, value: _host(name, value),  # issue 27 (worker reliability)
+    "loop_failure_limit": _seconds(1.0, DAY),  # issue 27 (worker reliability)
+    "unknown_job_timeout": _seconds(MIN_JOB_TIMEOUT, MAX_RETENTION_SECONDS, optional=True),
     "allow_no_jobs": _parse_bool,
     "log_jobs": _parse_bool,
-    "max_result_bytes": _at_least(1),
-    "cancel_grace_seconds": _non_negative,
+    "max_result_bytes": _at_least(1, MAX_PAYLOAD_BYTES),
+    "cancel_grace_seconds": _seconds(0.0, HOUR),
     # -- schedules, leader lease, pruning (issue 14) --
     "scheduler_enabled": _parse_bool,
-    "scheduler_poll_interval": _poll_interval,
-    "leader_lease_ttl": _positive,
-    "prune_interval": _positive,
+    "scheduler_poll_interval": _seconds(MIN_POLL_INTERVAL, HOUR),
+    "leader_lease_ttl": _seconds(MIN_LEADER_LEASE_TTL, HOUR),
+    "prune_interval": _seconds(MIN_PRUNE_INTERVAL, DAY),
     "prune_batch_size": _at_least(1, 1_000_000),
-    "prune_pause": _non_negative,
-    "dead_letter_retention_days": _optional_positive,
+    "prune_pause": _seconds(0.0, 60.0),
+    "dead_letter_retention_days": _seconds(MIN_RETENTION_DAYS, MAX_RETENTION_SECONDS / DAY, optional=True),
     # -- end issue 14 --
     # -- compat-surface --
     "enqueue_validation": lambda name, value: _choice(name, value, ENQUEUE_VALIDATION_MODES),
@@ -393,10 +425,10 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "pool_max_size": lambda name, value: _optional_int(name, value, minimum=1),
     # -- end of compat-surface --
     # -- compat-jobs (issue 12) --
-    "snooze_max_seconds": _positive,
+    "snooze_max_seconds": _seconds(MIN_JOB_TIMEOUT, MAX_DELAY_SECONDS),
     # -- end compat-jobs --
     # -- issue 12 (compat-store) --
-    "result_ttl": _optional_non_negative,
+    "result_ttl": _seconds(0.0, MAX_RETENTION_SECONDS, optional=True),
     # -- end issue 12 (compat-store) --
     "queue_limits": lambda name, value: _queue_limits(name, value),  # issue 19
     "event_loop": lambda name, value: _choice(name, value, EVENT_LOOPS),  # issue 18
@@ -470,7 +502,7 @@ def _log_level(name: str, value: Any) -> str | None:
 def _optional_int(name: str, value: Any, *, minimum: int) -> int | None:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
         return None
-    return _parse_int(name, value, minimum=minimum)
+    return _parse_int(name, value, minimum=minimum, maximum=MAX_POOL_SIZE)
 
 
 # -- end of compat-surface parsers --

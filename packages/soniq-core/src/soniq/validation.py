@@ -32,6 +32,34 @@ class JobOptionsError(SoniqError, ValueError):
     """A queue name, priority, schedule or listing bound that Soniq does not accept."""
 
 
+MIN_JOB_TIMEOUT = 0.001
+"""The shortest job timeout, 1 ms (issue 27): `@app.job(timeout=)` and the `job_timeout` setting."""
+MAX_JOB_TIMEOUT = 30 * 86400.0
+"""The longest job timeout, 30 days (issue 27): far below what the event loop's and threads' waits take."""
+
+
+def check_job_timeout(timeout: object, *, what: str = "timeout") -> float | None:
+    """`timeout` as seconds (None: no deadline) if it is a finite number from `MIN_JOB_TIMEOUT` to
+    `MAX_JOB_TIMEOUT`; NaN, an infinity, zero, a negative or a huge number is `JobOptionsError`."""
+    if timeout is None:
+        return None
+    bounds = f"from {MIN_JOB_TIMEOUT:g} to {MAX_JOB_TIMEOUT:,.0f} seconds (30 days)"
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise JobOptionsError(f"{what} must be None or a number of seconds {bounds}, got {type(timeout).__name__}")
+    try:
+        seconds = float(timeout)
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf
+    if not (math.isfinite(seconds) and MIN_JOB_TIMEOUT <= seconds <= MAX_JOB_TIMEOUT):
+        shown = (
+            repr(timeout)
+            if isinstance(timeout, float) or abs(timeout) < 10**30
+            else f"an int of {timeout.bit_length()} bits"
+        )
+        raise JobOptionsError(f"{what} must be None or a number of seconds {bounds}, got {shown}")
+    return seconds
+
+
 def check_queue_name(queue: object, *, what: str = "queue") -> str:
     """`queue` if every backend and ``--queues`` can serve it, else `JobOptionsError` saying why."""
     if not isinstance(queue, str):

@@ -27,7 +27,7 @@ from soniq import Soniq
 from soniq.redaction import redact_url
 from soniq_dashboard.charts import Charts
 from soniq_dashboard.metrics import MetricsEndpoint
-from soniq_dashboard.reads import STATUSES, DashboardReads, JobFilter, args_preview
+from soniq_dashboard.reads import STATUSES, DashboardReads, JobFilter, args_preview, first_line, run_words
 from soniq_dashboard.security import (
     API_KEY_FIELD,
     CSRF_COOKIE,
@@ -104,7 +104,8 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(age=_age, when=_when, until=_until, pretty=_pretty, preview=args_preview)
+    env.filters.update(age=_age, when=_when, until=_until, pretty=_pretty, preview=args_preview, first_line=first_line)
+    env.globals["runs"] = run_words
     return env
 
 

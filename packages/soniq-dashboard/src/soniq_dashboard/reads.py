@@ -23,7 +23,7 @@ from soniq import Soniq
 from soniq.backend import Backend
 from soniq.limits import describe
 from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobCursor, JobPageParams, LimitScope
-from soniq.records import ActivityBucket, JobStatus
+from soniq.records import ActivityBucket, JobStatus, QueueCounts
 from soniq.redaction import redact_text
 
 PAGE_SIZE = 50
@@ -56,6 +56,12 @@ def _parse_time(value: Any) -> datetime | None:
         return None
 
 
+def _count(counts: QueueCounts, key: str) -> int:
+    if key == "due":
+        return max(0, counts.queued - counts.scheduled)
+    return int(getattr(counts, key))
+
+
 @dataclass(frozen=True, slots=True)
 class WindowCounts:
     label: str
@@ -70,6 +76,7 @@ class Overview:
     queues: list[tuple[str, dict[str, int]]]
     windows: list[WindowCounts]
     oldest_queued_age: timedelta | None
+    """Age (since `created_at`) of the oldest queued row already due; rows scheduled for later are left out."""
     workers_running: int
     workers_total: int
     queue_limits: dict[str, str] = field(default_factory=dict)
@@ -159,6 +166,33 @@ def mark_scheduled(row: dict[str, Any], now: datetime) -> dict[str, Any]:
     return row
 
 
+def run_words(row: dict[str, Any], *, dead_letter: bool = False) -> str:
+    """Which run of its `max_attempts` a job is on, in the words of the user guide's "Runs and attempts".
+
+    The stored `attempts` counts only the runs that count against the budget (a failure, a timeout, a run
+    lost with its worker); a run that succeeds or is cancelled does not, so a done job's run was
+    ``attempts + 1``, while a dead-lettered job's last counted run, number ``attempts``, ended it.
+    """
+    n, m = int(row.get("attempts") or 0), int(row.get("max_attempts") or 0)
+    status = row.get("status")
+    if dead_letter or status == "dead_letter":
+        return "never ran" if n == 0 else f"ended on run {n} of {m}"
+    if status == "processing":
+        return f"run {n + 1} of {m}"
+    if status == "done":
+        return f"done on run {n + 1} of {m}"
+    if status == "cancelled":
+        # A run stopped by a cancel request, or a queued row cancelled before its next run started.
+        when = "on" if row.get("cancel_requested") else "before"
+        return f"cancelled {when} run {n + 1} of {m}"
+    return f"run {n + 1} of {m} next"
+
+
+def first_line(text: Any) -> str:
+    """The first line of a stored error (its ``Type: message`` summary): what a list view shows."""
+    return "" if not text else str(text).partition("\n")[0]
+
+
 def args_preview(args: Any, limit: int = PREVIEW_CHARS) -> str:
     """A job's arguments on one short line, ``key=value, ...``, masked by `soniq.redaction`.
 
@@ -215,15 +249,16 @@ class DashboardReads:
     async def overview(self) -> Overview:
         backend = await self._backend()
         counts = await backend.job_counts(JobCountsParams())
-        keys = ("total", "queued", "processing", "done", "dead_letter", "cancelled")
-        queues = [(c.queue, {k: int(getattr(c, k)) for k in keys}) for c in counts]
+        keys = ("total", "queued", "due", "scheduled", "processing", "done", "dead_letter", "cancelled")
+        # `queued` is every stored queued row; `due` the ones a worker may take now, `scheduled` the rest.
+        queues = [(c.queue, {k: _count(c, k) for k in keys}) for c in counts]
         limits = self.app.group_limits()  # declared in code and settings: no store read
         queue_limits = {lim.name: describe(lim) for lim in limits if lim.scope is LimitScope.QUEUE}
         listed = {name for name, _ in queues}
         if any(name not in listed for name in queue_limits):  # a limited queue shows before its first job
             queues = sorted(queues + [(n, dict.fromkeys(keys, 0)) for n in queue_limits if n not in listed])
         totals = {k: sum(q[1][k] for q in queues) for k in keys}
-        oldest = min((c.oldest_queued_at for c in counts if c.oldest_queued_at is not None), default=None)
+        oldest = min((c.oldest_due_at for c in counts if c.oldest_due_at is not None), default=None)
         workers = await backend.list_workers()
         windows, activity = await self._windows(backend)
         return Overview(
@@ -257,10 +292,11 @@ class DashboardReads:
         return result, buckets
 
     async def oldest_queued_age(self, queued: int) -> timedelta | None:
+        """How long the oldest queued row that is already due has waited since it was created."""
         if queued <= 0:
             return None
         counts = await (await self._backend()).job_counts(JobCountsParams())
-        oldest = min((c.oldest_queued_at for c in counts if c.oldest_queued_at is not None), default=None)
+        oldest = min((c.oldest_due_at for c in counts if c.oldest_due_at is not None), default=None)
         return None if oldest is None else max(timedelta(0), _now() - _aware(oldest))
 
     async def jobs_page(self, flt: JobFilter, cursor: str | None = None, limit: int = PAGE_SIZE) -> Page:

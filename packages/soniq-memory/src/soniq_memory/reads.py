@@ -15,6 +15,7 @@ def job_counts(store: MemoryStore, params: JobCountsParams) -> list[QueueCounts]
         now = store.now()
         counts: dict[str, dict[str, int]] = {}
         oldest: dict[str, datetime] = {}
+        oldest_due: dict[str, datetime] = {}
         wanted = set(params.queues) if params.queues is not None else None
         for name in wanted or ():
             counts[name] = {}
@@ -26,6 +27,10 @@ def job_counts(store: MemoryStore, params: JobCountsParams) -> list[QueueCounts]
             if row.status is JobStatus.QUEUED:
                 if row.scheduled_at > now:
                     bucket["scheduled"] = bucket.get("scheduled", 0) + 1
+                else:
+                    due = oldest_due.get(row.queue)
+                    if due is None or row.created_at < due:
+                        oldest_due[row.queue] = row.created_at
                 first = oldest.get(row.queue)
                 if first is None or row.created_at < first:
                     oldest[row.queue] = row.created_at
@@ -44,6 +49,7 @@ def job_counts(store: MemoryStore, params: JobCountsParams) -> list[QueueCounts]
                     total=sum(five.values()),
                     scheduled=c.get("scheduled", 0),
                     oldest_queued_at=oldest.get(name),
+                    oldest_due_at=oldest_due.get(name),
                     **five,
                 )
             )

@@ -202,11 +202,13 @@ async def _insert_with_dependencies(
 ) -> list[str]:
     async with connection.transaction():
         position = {job.id: index for index, job in enumerate(jobs)}
-        external: list[str] = []
+        # A dict as an ordered set: a call naming thousands of ids stays linear.
+        wanted: dict[str, None] = {}
         for index, job in enumerate(jobs):
             for dep in job.depends_on:
-                if position.get(dep, index) >= index and dep not in external:
-                    external.append(dep)
+                if position.get(dep, index) >= index:
+                    wanted.setdefault(dep, None)
+        external = list(wanted)
         ended: dict[str, str] = {}
         if external:
             for row in await connection.fetch(sql.flag, external):

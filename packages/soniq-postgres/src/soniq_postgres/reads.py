@@ -72,18 +72,20 @@ async def job_counts(conn: asyncpg.Connection, schema: str, params: JobCountsPar
 
     # Each part is one partial index (migration 7): rows that are not queued, claimable queued
     # rows (the claim index), queued rows waiting for dependencies.
-    queued = """SELECT queue, 'queued', count(*), count(*) FILTER (WHERE scheduled_at > now()), min(created_at)
+    queued = """SELECT queue, 'queued', count(*), count(*) FILTER (WHERE scheduled_at > now()), min(created_at),
+       min(created_at) FILTER (WHERE scheduled_at <= now())
   FROM {schema}.soniq_jobs{where} GROUP BY queue"""
     rows = await conn.fetch(
         f"""
-SELECT queue, status, count(*) AS n, NULL::bigint AS scheduled, NULL::timestamptz AS oldest
+SELECT queue, status, count(*) AS n, NULL::bigint AS scheduled, NULL::timestamptz AS oldest,
+       NULL::timestamptz AS oldest_due
   FROM {schema}.soniq_jobs{only("status <> 'queued'")} GROUP BY queue, status
 UNION ALL
 {queued.format(schema=schema, where=only("status = 'queued' AND waiting_on = 0"))}
 UNION ALL
 {queued.format(schema=schema, where=only("status = 'queued' AND waiting_on > 0"))}
 UNION ALL
-SELECT queue, 'dead_letter', count(*), NULL, NULL FROM {schema}.soniq_dead_letter_jobs{clause} GROUP BY queue""",
+SELECT queue, 'dead_letter', count(*), NULL, NULL, NULL FROM {schema}.soniq_dead_letter_jobs{clause} GROUP BY queue""",
         *where.args,
     )
     found: dict[str, dict[str, Any]] = {name: {} for name in params.queues or ()}
@@ -95,6 +97,8 @@ SELECT queue, 'dead_letter', count(*), NULL, NULL FROM {schema}.soniq_dead_lette
             entry["scheduled"] = entry.get("scheduled", 0) + int(row["scheduled"] or 0)
             oldest, earlier = entry.get("oldest"), row["oldest"]
             entry["oldest"] = earlier if oldest is None or (earlier is not None and earlier < oldest) else oldest
+            due, earlier_due = entry.get("oldest_due"), row["oldest_due"]
+            entry["oldest_due"] = earlier_due if due is None or (earlier_due is not None and earlier_due < due) else due
     result = []
     for name in sorted(found):
         entry = found[name]
@@ -106,6 +110,7 @@ SELECT queue, 'dead_letter', count(*), NULL, NULL FROM {schema}.soniq_dead_lette
                 total=sum(five.values()),
                 scheduled=int(entry.get("scheduled", 0)),
                 oldest_queued_at=None if oldest is None else utc(oldest),
+                oldest_due_at=None if entry.get("oldest_due") is None else utc(entry["oldest_due"]),
                 **five,
             )
         )

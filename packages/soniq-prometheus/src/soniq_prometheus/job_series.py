@@ -14,6 +14,37 @@ from collections.abc import Iterator, Mapping
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+OTHER = "other"
+"""The label value every queue or job name past the cap is counted under (issue 27)."""
+DEFAULT_MAX_LABEL_VALUES = 100
+"""Distinct `queue` values, and distinct `job_name` values, a sink gives series of their own."""
+COLLAPSED_MEMORY = 10_000
+"""Collapsed values are counted exactly up to this many; past it the count stays (it reads "at least")."""
+
+
+class LabelCap:
+    """The first `limit` distinct values of one label keep their name; later ones become `OTHER`."""
+
+    __slots__ = ("collapsed", "kept", "limit")
+
+    def __init__(self, limit: int) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"max_label_values must be a whole number >= 1, got {limit!r}")
+        self.limit = limit
+        self.kept: set[str] = set()
+        self.collapsed: set[str] = set()
+
+    def __call__(self, value: str) -> str:
+        if value in self.kept:
+            return value
+        if len(self.kept) < self.limit:
+            self.kept.add(value)
+            return value
+        if len(self.collapsed) < COLLAPSED_MEMORY:
+            self.collapsed.add(value)
+        return OTHER
+
+
 JobKey = tuple[str, str]
 """(queue, job_name)"""
 EndKey = tuple[str, str, str]
@@ -24,8 +55,18 @@ class JobSeries(Collector):
     """Kept per (queue, job_name) and per outcome, so a job's start and end are a dict lookup and a few
     increments; runs are grouped into `status_of` their outcome (0.1.0's vocabulary) when scraped."""
 
-    def __init__(self, prefix: str, buckets: tuple[float, ...], status_of: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        prefix: str,
+        buckets: tuple[float, ...],
+        status_of: Mapping[str, str],
+        *,
+        max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
+    ) -> None:
         self.prefix = prefix
+        # Issue 27: hostile or generated queue and job names must not grow the scrape without bound.
+        self.queue_cap = LabelCap(max_label_values)
+        self.name_cap = LabelCap(max_label_values)
         self.bounds = tuple(buckets) if buckets[-1] == float("inf") else (*buckets, float("inf"))
         # prometheus-client's spelling of `le`, so 0.1.0's series keep their bucket labels.
         self._le = tuple("+Inf" if bound == float("inf") else repr(float(bound)) for bound in self.bounds)
@@ -41,7 +82,12 @@ class JobSeries(Collector):
         self.dead_letters: dict[EndKey, int] = {}
         """(queue, job_name, reason)"""
 
+    def labels(self, queue: str, job_name: str) -> JobKey:
+        """The label values a job of `queue` and `job_name` is counted under (`OTHER` past the cap)."""
+        return self.queue_cap(queue), self.name_cap(job_name)
+
     def start(self, job_id: str, queue: str, job_name: str) -> None:
+        """`queue` and `job_name` as `labels` returned them."""
         counts = self._jobs.get((queue, job_name))
         if counts is None:
             counts = self._jobs[(queue, job_name)] = [0, 0]
@@ -106,9 +152,18 @@ class JobSeries(Collector):
             CounterMetricFamily(f"{p}_dead_letters", "Jobs moved to the dead-letter table, by reason.", labels=labels),
         )
 
+    def _collapsed_family(self) -> GaugeMetricFamily:
+        return GaugeMetricFamily(
+            f"{self.prefix}_label_values_collapsed",
+            f"Distinct queue or job_name values counted under {OTHER!r} because the label cap was reached "
+            f"(exact up to {COLLAPSED_MEMORY}).",
+            labels=("label",),
+        )
+
     def describe(self) -> Iterator[Metric]:
         yield from self._families()
         yield from self._reason_families()
+        yield self._collapsed_family()
 
     def collect(self) -> Iterator[Metric]:
         started, completed, duration, in_progress = self._families()
@@ -128,4 +183,7 @@ class JobSeries(Collector):
             retries.add_metric(key, value)
         for key, value in self.dead_letters.copy().items():
             dead_letters.add_metric(key, value)
-        yield from (started, completed, duration, in_progress, retries, dead_letters)
+        collapsed = self._collapsed_family()
+        collapsed.add_metric(("queue",), len(self.queue_cap.collapsed))
+        collapsed.add_metric(("job_name",), len(self.name_cap.collapsed))
+        yield from (started, completed, duration, in_progress, retries, dead_letters, collapsed)

@@ -15,7 +15,7 @@ class MetricsServer:
     thread: threading.Thread
 
     @classmethod
-    def start(cls, registry: CollectorRegistry, *, port: int, addr: str = "0.0.0.0") -> MetricsServer:
+    def start(cls, registry: CollectorRegistry, *, port: int, addr: str = "127.0.0.1") -> MetricsServer:
         server, thread = start_http_server(port, addr=addr, registry=registry)
         return cls(server=server, thread=thread)
 

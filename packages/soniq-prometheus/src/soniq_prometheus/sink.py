@@ -27,7 +27,7 @@ from soniq.observers import (
     WorkerStartedEvent,
 )
 from soniq.worker.state import WorkerState
-from soniq_prometheus.job_series import JobSeries
+from soniq_prometheus.job_series import DEFAULT_MAX_LABEL_VALUES, JobSeries
 from soniq_prometheus.queue_gauges import QueueGaugeCollector
 from soniq_prometheus.server import MetricsServer
 
@@ -111,10 +111,11 @@ class PrometheusMetricsSink(BaseObserver):
         registry: CollectorRegistry | None = None,
         prefix: str = "soniq",
         port: int | None = None,
-        addr: str = "0.0.0.0",
+        addr: str | None = None,
         queue_cache_seconds: float = 5.0,
         queue_scan_limit: int = 1000,
         queue_read_timeout: float = 5.0,
+        max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
     ) -> None:
         self.registry = registry if registry is not None else REGISTRY
         self.prefix = prefix
@@ -122,7 +123,7 @@ class PrometheusMetricsSink(BaseObserver):
         self.addr = addr
         reg = self.registry
         job = ("queue", "job_name")
-        self.jobs = JobSeries(prefix, JOB_DURATION_BUCKETS, STATUS_OF_OUTCOME)
+        self.jobs = JobSeries(prefix, JOB_DURATION_BUCKETS, STATUS_OF_OUTCOME, max_label_values=max_label_values)
         reg.register(self.jobs)
         self.nacks = Counter(
             f"{prefix}_nacks_total",
@@ -198,14 +199,16 @@ class PrometheusMetricsSink(BaseObserver):
         self.queue_gauges.add_queues(event.queues or ())
         self._enter(event.worker_id, WorkerState.RUNNING.value)
         port = self.port if self.port is not None else event.app.settings.metrics_port
+        # Issue 27: loopback unless the sink's `addr` or the `metrics_host` setting says otherwise.
+        addr = self.addr if self.addr is not None else getattr(event.app.settings, "metrics_host", "127.0.0.1")
         if port is not None and self.server is None:
             try:
-                self.server = MetricsServer.start(self.registry, port=port, addr=self.addr)
+                self.server = MetricsServer.start(self.registry, port=port, addr=addr)
             except OSError as exc:
                 # The worker runs on without its endpoint: jobs matter more than their metrics.
-                logger.error("cannot serve /metrics on %s:%d (metrics_port): %s", self.addr, port, exc)
+                logger.error("cannot serve /metrics on %s:%d (metrics_port): %s", addr, port, exc)
                 return
-            logger.info("serving /metrics on %s:%d for worker %s", self.addr, self.server.port, event.worker_id)
+            logger.info("serving /metrics on %s:%d for worker %s", addr, self.server.port, event.worker_id)
 
     def stop_server(self) -> None:
         server, self.server = self.server, None
@@ -231,15 +234,16 @@ class PrometheusMetricsSink(BaseObserver):
     def on_job_end(self, event: JobEndEvent) -> None:
         job = event.job
         outcome = event.outcome
-        self.jobs.end(job.id, job.queue, job.job_name, outcome, event.duration)
+        queue, job_name = self.jobs.labels(job.queue, job.job_name)
+        self.jobs.end(job.id, queue, job_name, outcome, event.duration)
         if outcome in _COUNTED_OUTCOMES:
-            self._count_outcome(job.queue, job.job_name, _text(outcome), event.reason)
+            self._count_outcome(queue, job_name, _text(outcome), event.reason)
 
     def _start(self, job_id: str, queue: str, job_name: str) -> None:
-        if queue not in self._queues_seen:
+        if queue not in self._queues_seen and len(self._queues_seen) < self.queue_gauges.max_queues:
             self._queues_seen.add(queue)
             self.queue_gauges.add_queues((queue,))
-        self.jobs.start(job_id, queue, job_name)
+        self.jobs.start(job_id, *self.jobs.labels(queue, job_name))
 
     def _count_outcome(self, queue: str, job_name: str, outcome: str, reason: str | None) -> None:
         if outcome in RETRY_REASON_OF_OUTCOME:
@@ -257,7 +261,7 @@ class PrometheusMetricsSink(BaseObserver):
         self._nack(event.queue, event.job_name, _text(event.reason), event.written)
 
     def _nack(self, queue: str, job_name: str, reason: str, written: bool) -> None:
-        self.nacks.labels(queue, job_name, reason, "true" if written else "false").inc()
+        self.nacks.labels(*self.jobs.labels(queue, job_name), reason, "true" if written else "false").inc()
 
     def on_transition(self, event: TransitionEvent) -> None:
         self._on_bus = True
@@ -315,7 +319,7 @@ class PrometheusMetricsSink(BaseObserver):
 
     def _fired(self, schedule: str, queue: str, job_name: str, catch_up: bool, late_seconds: float) -> None:
         flag = "true" if catch_up else "false"
-        self.schedule_firings.labels(schedule, queue, job_name, flag).inc()
+        self.schedule_firings.labels(schedule, *self.jobs.labels(queue, job_name), flag).inc()
         self.schedule_lateness.labels(schedule, flag).observe(max(0.0, late_seconds))
 
     # -- soniq 0.1.0's MetricsSink methods -----------------------------------------
@@ -329,6 +333,7 @@ class PrometheusMetricsSink(BaseObserver):
     def record_job_end(self, *, job_id: str, job_name: str, queue: str, outcome: str, duration: float) -> None:
         if not self._on_bus:
             name = _text(outcome)
+            queue, job_name = self.jobs.labels(queue, job_name)
             self.jobs.end(job_id, queue, job_name, name, duration)
             if name in _COUNTED_OUTCOMES:
                 self._count_outcome(queue, job_name, name, None)

@@ -21,7 +21,8 @@ from typing import Any, cast
 from redis.asyncio import Redis
 
 from soniq.backend import BACKEND_PROTOCOL_VERSION, BackendCapabilities
-from soniq.errors import InvalidLimitError, SoniqError
+from soniq.errors import SoniqError
+from soniq.limits import check_group_limit
 from soniq.params import (
     AcquireLeaseParams,
     CancelJobParams,
@@ -160,18 +161,15 @@ def _limit_args(limits: Sequence[GroupLimit]) -> list[str | int]:
     """`claim_limited.lua`'s limits: a count, then six values per limit."""
     args: list[str | int] = [len(limits)]
     for group in limits:
+        # The bounds core enforces at declaration (soniq.limits), so this store refuses nothing core accepts.
+        check_group_limit(group)
         period_us = round(group.rate_period * 1_000_000)
-        for what, value in (("max_concurrent", group.max_concurrent), ("rate_limit", group.rate_limit)):
-            if value is not None and value <= 0:
-                raise InvalidLimitError(f"{what} must be at least 1, got {value} for {group.key}")
-        if group.rate_limit is not None and period_us <= 0:
-            raise InvalidLimitError(f"rate_period must be positive, got {group.rate_period} for {group.key}")
         args += [
             LimitScope(group.scope).value,
             group.name,
             "" if group.max_concurrent is None else group.max_concurrent,
             "" if group.rate_limit is None else group.rate_limit,
-            max(period_us, 1),
+            period_us,
             "1" if group.partitioned else "0",
         ]
     return args

@@ -41,7 +41,7 @@ _Row = TypeVar("_Row", JobRecord, DeadLetterRecord)
 
 def counts_from_reply(reply: Sequence[Sequence[Any]]) -> list[QueueCounts]:
     result = []
-    for name, queued, processing, done, cancelled, dead, scheduled, oldest in reply:
+    for name, queued, processing, done, cancelled, dead, scheduled, oldest, oldest_due in reply:
         five = [int(queued), int(processing), int(done), int(cancelled), int(dead)]
         result.append(
             QueueCounts(
@@ -54,6 +54,7 @@ def counts_from_reply(reply: Sequence[Sequence[Any]]) -> list[QueueCounts]:
                 dead_letter=five[4],
                 scheduled=int(scheduled),
                 oldest_queued_at=from_micros(int(float(oldest))) if str(oldest) else None,
+                oldest_due_at=from_micros(int(float(oldest_due))) if str(oldest_due) else None,
             )
         )
     return sorted(result, key=lambda c: c.queue)

@@ -132,6 +132,7 @@ def insert_with_dependencies(
     """
     stored_as: dict[str, str] = {}
     missing: list[str] = []
+    missing_set: set[str] = set()  # set lookups: a call naming thousands of ids stays linear
     stored: list[str] = []
     due: set[str] = set()
     for row, job, depends_json in zip(rows, jobs, depends_on_json, strict=True):
@@ -141,7 +142,8 @@ def insert_with_dependencies(
         states = _states(raw, targets) if targets else {}
         unknown = [dep for dep, target in zip(wanted, targets, strict=True) if target not in states]
         if unknown:
-            missing.extend(dep for dep in unknown if dep not in missing)
+            missing.extend(dep for dep in unknown if dep not in missing_set)
+            missing_set.update(unknown)
             continue
         policy = DependencyPolicy(job.dependency_policy)
         pending = list(dict.fromkeys(target for target in targets if states[target] in ("queued", "processing")))

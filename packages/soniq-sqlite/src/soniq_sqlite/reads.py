@@ -59,18 +59,21 @@ async def job_counts(db: Database, params: JobCountsParams) -> list[QueueCounts]
     rows = await db.fetchall(
         "SELECT queue, status, COUNT(*), "
         "SUM(CASE WHEN status = 'queued' AND scheduled_at > ? THEN 1 ELSE 0 END), "
-        "MIN(CASE WHEN status = 'queued' THEN created_at END) "
+        "MIN(CASE WHEN status = 'queued' THEN created_at END), "
+        "MIN(CASE WHEN status = 'queued' AND scheduled_at <= ? THEN created_at END) "
         f"FROM soniq_jobs{clause} GROUP BY queue, status "
-        f"UNION ALL SELECT queue, 'dead_letter', COUNT(*), 0, NULL FROM soniq_dead_letter_jobs{clause} GROUP BY queue",
-        (now, *args, *args),
+        "UNION ALL SELECT queue, 'dead_letter', COUNT(*), 0, NULL, NULL "
+        f"FROM soniq_dead_letter_jobs{clause} GROUP BY queue",
+        (now, now, *args, *args),
     )
     found: dict[str, dict[str, Any]] = {name: {} for name in params.queues or ()}
-    for queue, status, count, scheduled, oldest in rows:
+    for queue, status, count, scheduled, oldest, oldest_due in rows:
         entry = found.setdefault(str(queue), {})
         entry[str(status)] = int(count)
         if status == "queued":
             entry["scheduled"] = int(scheduled or 0)
             entry["oldest"] = oldest
+            entry["oldest_due"] = oldest_due
     result = []
     for name in sorted(found):
         entry = found[name]
@@ -81,6 +84,7 @@ async def job_counts(db: Database, params: JobCountsParams) -> list[QueueCounts]
                 total=sum(five.values()),
                 scheduled=int(entry.get("scheduled", 0)),
                 oldest_queued_at=from_us_or_none(entry.get("oldest")),
+                oldest_due_at=from_us_or_none(entry.get("oldest_due")),
                 **five,
             )
         )

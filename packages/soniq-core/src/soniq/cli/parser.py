@@ -129,7 +129,7 @@ def command_registrars() -> list[Register]:
     Commands from other distributions (the ``soniq.commands`` entry points)
     are added right after these, in `build_parser`.
     """
-    from soniq.cli import dead_letter, inspect, jobs, migrate_status, migrations, plugins, scheduler, worker
+    from soniq.cli import dead_letter, inspect, jobs, migrate_status, plugins, scheduler, worker
 
     return [
         worker.register,
@@ -139,7 +139,6 @@ def command_registrars() -> list[Register]:
         migrate_status.register,  # compat-surface
         dead_letter.register,
         plugins.register,
-        migrations.register,  # issue 13: setup --dry-run/--force, migrations export
     ]
 
 

@@ -7,7 +7,7 @@ import logging
 import signal
 from typing import TYPE_CHECKING, Any
 
-from soniq.cli.common import EXIT_OK, CLIError, build_app, run_with_app, split_names
+from soniq.cli.common import EXIT_ERROR, EXIT_OK, CLIError, build_app, run_with_app, split_names
 from soniq.cli.migrations import add_setup_flags, cmd_setup  # issue 13
 from soniq.speedups import worker_loop_factory
 
@@ -26,6 +26,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
         overrides["allow_no_jobs"] = True
     if args.metrics_port is not None:
         overrides["metrics_port"] = args.metrics_port
+    if args.metrics_host is not None:  # issue 27
+        overrides["metrics_host"] = args.metrics_host
     if args.no_scheduler:  # issue 14
         overrides["scheduler_enabled"] = False
     if args.log_jobs is not None:
@@ -54,6 +56,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
         summary.processed,
         len(summary.nacked_job_ids),
     )
+    if summary.failed_loop is not None:
+        # Issue 27: a loop that kept failing stopped this worker; a supervisor must see it as a failure.
+        logging.getLogger("soniq").error(
+            "worker %s exits with status %d: its internal loop %s kept failing (setting loop_failure_limit)",
+            summary.worker_id,
+            EXIT_ERROR,
+            summary.failed_loop,
+        )
+        return EXIT_ERROR
     return EXIT_OK
 
 
@@ -87,6 +98,12 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
         default=None,
         metavar="PORT",
         help="serve /metrics on this port (setting metrics_port; needs an exporter such as soniq-prometheus)",
+    )
+    p.add_argument(  # issue 27
+        "--metrics-host",
+        default=None,
+        metavar="ADDR",
+        help="the address /metrics listens on (setting metrics_host; default 127.0.0.1, 0.0.0.0 for every interface)",
     )
     p.add_argument(  # issue 14
         "--no-scheduler",

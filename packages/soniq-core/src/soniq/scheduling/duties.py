@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from soniq.scheduling.runner import ScheduleRunner
@@ -34,15 +35,33 @@ class FleetDuties:
         self.leader = LeaderDuties(app.backend, app.settings, holder=holder)
         self._task: asyncio.Task[None] | None = None
 
-    def start(self, stopping: asyncio.Event) -> asyncio.Task[None]:
-        self._task = asyncio.create_task(self.run(stopping), name="soniq-fleet-duties")
+    def start(
+        self,
+        stopping: asyncio.Event,
+        *,
+        supervise: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None,
+    ) -> asyncio.Task[None]:
+        """Start the loops; a worker passes `supervise` (issue 27) so that a loop that raises is restarted."""
+        self._task = asyncio.create_task(self.run(stopping, supervise=supervise), name="soniq-fleet-duties")
         return self._task
 
-    async def run(self, stopping: asyncio.Event) -> None:
+    async def run(
+        self,
+        stopping: asyncio.Event,
+        *,
+        supervise: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None,
+    ) -> None:
         await self._declare()
-        loops = [self.leader.run(stopping)]
-        if self.runner is not None:
-            loops.append(self.runner.run(stopping))
+        leader, runner = self.leader, self.runner
+        loops: list[Awaitable[None]]
+        if supervise is None:
+            loops = [leader.run(stopping)]
+            if runner is not None:
+                loops.append(runner.run(stopping))
+        else:
+            loops = [supervise("leader", lambda: leader.run(stopping))]
+            if runner is not None:
+                loops.append(supervise("scheduler", lambda: runner.run(stopping)))
         results = await asyncio.gather(*loops, return_exceptions=True)
         for result in results:
             if isinstance(result, Exception):

@@ -31,6 +31,7 @@ from soniq.registry import default_job_name
 from soniq.scheduling.catchup import CatchUp, check_catch_up
 from soniq.scheduling.clock import Clock, SystemClock
 from soniq.scheduling.timing import ScheduleError, Timing
+from soniq.settings import HOUR, MIN_POLL_INTERVAL
 from soniq.validation import check_priority, check_queue_name, encode_args
 
 if TYPE_CHECKING:
@@ -208,8 +209,12 @@ class Scheduler:
         interval = self._app.settings.scheduler_poll_interval if check_interval is None else check_interval
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval):
             raise ScheduleError("check_interval", f"expected a number of seconds > 0, got {check_interval!r}")
-        if interval <= 0:
-            raise ScheduleError("check_interval", f"expected a number of seconds > 0, got {check_interval!r}")
+        if not MIN_POLL_INTERVAL <= interval <= HOUR:
+            # The bounds of the scheduler_poll_interval setting (issue 27): 1e-6 would spin a core.
+            raise ScheduleError(
+                "check_interval",
+                f"expected a number of seconds from {MIN_POLL_INTERVAL:g} to {HOUR:g}, got {check_interval!r}",
+            )
         from soniq.scheduling.runner import ScheduleRunner
 
         await self.declare_all()

@@ -20,9 +20,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from soniq.limits import shown
 from soniq.validation import JobOptionsError
 
 __all__ = ["ScheduleError", "ScheduleTypeError", "Timing", "check_cron", "check_timezone"]
+
+MAX_CRON_LENGTH = 256
+"""The longest cron expression accepted, after its whitespace is normalised (issue 27)."""
+MAX_EVERY_SECONDS = 3650 * 86400.0
+"""The longest `every` interval, 10 years (issue 27): every due time it yields stays a valid date."""
 
 MAX_CRON_STEPS = 100_000
 """How many cron matches one look-ahead may walk before giving up (a far-away or impossible date)."""
@@ -44,15 +50,20 @@ class ScheduleTypeError(ScheduleError, TypeError):
 
 
 def check_cron(expr: object) -> str:
-    """`expr` as a cron string if cronsim accepts it (5 fields, or 6 with seconds first)."""
+    """`expr` as a cron string if cronsim accepts it (5 fields, or 6 with seconds first), its
+    whitespace normalised to single spaces; longer than `MAX_CRON_LENGTH` after that is refused."""
     text = str(expr) if not isinstance(expr, str) and _is_builder(expr) else expr
     if not isinstance(text, str):
-        raise ScheduleTypeError("cron", f"expected a cron expression string such as '*/5 * * * *', got {expr!r}")
+        raise ScheduleTypeError("cron", f"expected a cron expression string such as '*/5 * * * *', got {shown(expr)}")
     text = " ".join(text.split())
+    if len(text) > MAX_CRON_LENGTH:
+        raise ScheduleError(
+            "cron", f"a cron expression is at most {MAX_CRON_LENGTH} characters, got {len(text):,}: {shown(text)}"
+        )
     try:
         CronSim(text, datetime(2000, 1, 1, tzinfo=UTC))
-    except CronSimError as exc:
-        raise ScheduleError("cron", f"{text!r} is not a valid cron expression ({exc})") from None
+    except (CronSimError, ValueError, OverflowError) as exc:
+        raise ScheduleError("cron", f"{shown(text)} is not a valid cron expression ({exc})") from None
     return text
 
 
@@ -73,14 +84,20 @@ def check_timezone(name: object) -> str:
 
 
 def check_every(every: object) -> float:
+    """`every` as seconds, from 1 to `MAX_EVERY_SECONDS`; anything else is `ScheduleError`."""
     if isinstance(every, timedelta):
         seconds = every.total_seconds()
     elif isinstance(every, (int, float)) and not isinstance(every, bool):
-        seconds = float(every)
+        try:
+            seconds = float(every)
+        except OverflowError:  # an int too large for a float: past the ceiling
+            seconds = MAX_EVERY_SECONDS + 1
     else:
-        raise ScheduleTypeError("every", f"expected seconds (a number) or a timedelta, got {every!r}")
+        raise ScheduleTypeError("every", f"expected seconds (a number) or a timedelta, got {shown(every)}")
     if not math.isfinite(seconds) or seconds < 1:
-        raise ScheduleError("every", f"must be at least 1 second, got {every!r}")
+        raise ScheduleError("every", f"must be at least 1 second, got {shown(every)}")
+    if seconds > MAX_EVERY_SECONDS:
+        raise ScheduleError("every", f"must be at most {MAX_EVERY_SECONDS:.0f} seconds (10 years), got {shown(every)}")
     return seconds
 
 

@@ -2,8 +2,10 @@
 
     pytest_plugins = ["soniq.testing.pytest_plugin"]
 
-- `soniq_app`: a fresh app from `make_app()` (memory, unless ``--soniq-url`` or a
-  `use_backend` block says otherwise), closed after the test.
+- `soniq_app`: a fresh app from `make_app()` (memory, unless ``--soniq-app-url`` or a
+  `use_backend` block says otherwise), closed after the test. With ``--soniq-app-url`` each
+  test gets a namespace of its own in that store (``backend_options={"namespace": ...}``),
+  set up before the test and dropped after it, so no test sees another's jobs.
 - `soniq_memory`: the same on the in-memory store, always.
 - ``@pytest.mark.soniq(app="pkg.module:app")`` gives either fixture the jobs of your own
   app, and points your app's ``enqueue`` / ``enqueue_many`` at the fixture for the test.
@@ -16,13 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from soniq.app import Soniq
 from soniq.testing.helpers import MEMORY_URL, make_app, use_backend
+
+NAMESPACE_PREFIX = "soniq_test_"
+"""Each `soniq_app` test's namespace (schema, key prefix or file) with ``--soniq-app-url``: this and 16 hex digits."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -65,17 +72,58 @@ def _close(app: Soniq) -> None:
         app.close_sync()
 
 
-def _fixture_app(request: pytest.FixtureRequest, url: str | None) -> Iterator[Soniq]:
-    if url is None:
-        app = make_app()
-    else:
-        with use_backend(url):
-            app = make_app()
-    _adopt(request, app)
+def _run(work: Any) -> None:
     try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(work)
+    else:  # pragma: no cover - a sync fixture set up inside a running loop
+        raise pytest.UsageError("the soniq_app fixture with --soniq-app-url cannot be set up inside a running loop")
+
+
+async def _setup_namespace(url: str, namespace: str) -> None:
+    with use_backend(url, namespace=namespace):
+        app = make_app()
+    try:
+        await app.setup()
+    finally:
+        await app.close()
+
+
+async def _drop_namespace(url: str, namespace: str) -> None:
+    with use_backend(url, namespace=namespace):
+        app = make_app()
+    try:
+        backend = await app.connected_backend()
+        await backend.drop_schema()
+    finally:
+        await app.close()
+    # A file store keeps each namespace in a file of its own (SQLite: ``db.<namespace>.db``): remove it too.
+    path = getattr(getattr(app.backend, "location", None), "path", None)
+    if isinstance(path, Path) and namespace in path.name:
+        for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            leftover.unlink(missing_ok=True)
+
+
+def _fixture_app(request: pytest.FixtureRequest, url: str | None) -> Iterator[Soniq]:
+    namespace: str | None = None
+    if url is None or url == MEMORY_URL:
+        app = make_app()  # the in-memory store is private to its app already
+    else:
+        # Issue 27: a namespace per test, so a second test never drains the first test's jobs.
+        namespace = f"{NAMESPACE_PREFIX}{uuid.uuid4().hex[:16]}"
+        _run(_setup_namespace(url, namespace))
+        with use_backend(url, namespace=namespace):
+            app = make_app()
+    try:
+        _adopt(request, app)
         yield app
     finally:
-        _close(app)
+        try:
+            _close(app)
+        finally:
+            if url is not None and namespace is not None:
+                _run(_drop_namespace(url, namespace))
 
 
 @pytest.fixture

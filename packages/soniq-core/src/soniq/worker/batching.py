@@ -49,6 +49,7 @@ class FencedBatcher(Generic[P]):
         self._write = write
         self._pending: list[tuple[str, P, asyncio.Future[bool | None]]] = []
         self._flusher: asyncio.Task[None] | None = None
+        self._inflight: list[tuple[str, P, asyncio.Future[bool | None]]] = []
 
     def submit(self, job_id: str, payload: P) -> asyncio.Future[bool | None]:
         future: asyncio.Future[bool | None] = asyncio.get_running_loop().create_future()
@@ -62,8 +63,20 @@ class FencedBatcher(Generic[P]):
             await asyncio.shield(self._flusher)
 
     async def _flush(self) -> None:
+        try:
+            await self._flush_pending()
+        except Exception as exc:
+            # Issue 27: a flusher that breaks must not leave handlers waiting forever. Every queued row fails
+            # (its run is settled as a failure, or left to stale recovery); the next submit starts a new one.
+            logger.exception("%s writer failed; failing the %d rows it held", self._label, len(self._pending))
+            pending, self._pending, self._inflight = [*self._inflight, *self._pending], [], []
+            for _, _, future in pending:
+                _fail(future, exc)
+
+    async def _flush_pending(self) -> None:
         while self._pending:
             batch, self._pending = self._pending[:MAX_BATCH], self._pending[MAX_BATCH:]
+            self._inflight = batch
             try:
                 written = await self._write([(job_id, payload) for job_id, payload, _ in batch])
             except Exception as exc:

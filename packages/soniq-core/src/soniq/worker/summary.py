@@ -27,6 +27,8 @@ class WorkerSummary:
     long_held_job_ids: list[str] = field(default_factory=list)
     """Runs logged for holding a slot past their deadline, or long without one."""
     trigger: str | None = None
+    failed_loop: str | None = None
+    """The internal loop that kept failing past `loop_failure_limit` and stopped the worker (issue 27)."""
 
     @property
     def forced(self) -> bool:

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from soniq import log_escape
 from soniq.backend import Backend
 from soniq.observers import ShutdownInfo, TransitionEvent, WorkerStartedEvent
 from soniq.params import PrepareWorkerParams, RegisterWorkerParams
@@ -41,6 +42,7 @@ from soniq.worker.shutdown import ShutdownSequence
 from soniq.worker.startup import install_signal_handlers, log_budget, refuse_without_jobs
 from soniq.worker.state import RunPhase, WorkerState, check_transition
 from soniq.worker.summary import WorkerSummary
+from soniq.worker.supervise import LoopSupervisor
 from soniq.worker.watchdog import Watchdog
 
 if TYPE_CHECKING:
@@ -49,6 +51,8 @@ if TYPE_CHECKING:
 __all__ = ["Worker", "WorkerSummary", "new_worker_id"]
 
 logger = logging.getLogger("soniq.worker")
+# Issue 27: job data in the worker's log lines is escaped whatever handler the application installed.
+log_escape.install()
 
 
 def new_worker_id() -> str:
@@ -94,6 +98,12 @@ class Worker:
             self.backend, self.worker_id, self._write_deadline, result_ttl=app.settings.result_ttl
         )
         self.state_record = StateRecord(self.backend, self.worker_id)
+        # Issue 27: every long-lived task runs under one restart rule (soniq.worker.supervise).
+        self.supervisor = LoopSupervisor(
+            self.worker_id,
+            failure_limit=getattr(settings, "loop_failure_limit", 60.0),
+            on_give_up=self._loop_gave_up,
+        )
 
     # -- public control ------------------------------------------------------
 
@@ -121,6 +131,11 @@ class Worker:
                 trigger,
                 ", ".join(r.job.id for r in self.runs.pinned()),
             )
+
+    def _loop_gave_up(self, name: str) -> None:
+        self.summary.failed_loop = self.summary.failed_loop or name
+        if self.state is WorkerState.RUNNING and not self._stop_event.is_set():
+            self.stop("internal loop failure")
 
     @property
     def force_requested(self) -> asyncio.Event:
@@ -187,38 +202,52 @@ class Worker:
             )
         log_budget(self.worker_id, settings, self.app.registry)
         cancelled = False
+        supervise = self.supervisor.run
         background = [
             asyncio.create_task(
-                heartbeat_loop(self.backend, self.info, interval=settings.heartbeat_interval), name="soniq-heartbeat"
+                supervise(
+                    "heartbeat",
+                    lambda: heartbeat_loop(self.backend, self.info, interval=settings.heartbeat_interval),
+                ),
+                name="soniq-heartbeat",
             ),
             asyncio.create_task(
-                sweep_loop(
-                    self.backend,
-                    self.bus,
-                    worker_id=self.worker_id,
-                    interval=settings.heartbeat_interval,
-                    heartbeat_timeout=settings.heartbeat_timeout,
-                    policy=settings.stale_job_policy,
-                    keep_going=lambda: self.state is WorkerState.RUNNING,
-                    unknown_job_timeout=settings.unknown_job_timeout,
+                supervise(
+                    "stale-sweep",
+                    lambda: sweep_loop(
+                        self.backend,
+                        self.bus,
+                        worker_id=self.worker_id,
+                        interval=settings.heartbeat_interval,
+                        heartbeat_timeout=settings.heartbeat_timeout,
+                        policy=settings.stale_job_policy,
+                        keep_going=lambda: self.state is WorkerState.RUNNING,
+                        unknown_job_timeout=settings.unknown_job_timeout,
+                    ),
                 ),
                 name="soniq-stale-sweep",
             ),
             asyncio.create_task(
-                Watchdog(self.runs, self.summary).watch(settings.heartbeat_interval), name="soniq-watchdog"
+                supervise("watchdog", lambda: Watchdog(self.runs, self.summary).watch(settings.heartbeat_interval)),
+                name="soniq-watchdog",
             ),
             # Issue 19: cancel requests for the rows this worker holds, through DRAINING to STOPPED.
             asyncio.create_task(
-                CancelWatcher(self.backend, self.worker_id, self.runs, dispatch.cancel_unstarted).watch(),
+                supervise(
+                    "cancel-watch",
+                    lambda: CancelWatcher(self.backend, self.worker_id, self.runs, dispatch.cancel_unstarted).watch(),
+                ),
                 name="soniq-cancel-watch",
             ),
         ]
         # Issue 14: the scheduler loop and the leader's duties end at the first shutdown signal (_stop_event).
         duties = None if self.run_once else FleetDuties(self.app, holder=self.worker_id)
         if duties is not None:
-            duties.start(self._stop_event)
+            duties.start(self._stop_event, supervise=supervise)
         try:
-            claim_task = asyncio.create_task(dispatch.claim_loop(), name="soniq-claim")
+            claim_task = asyncio.create_task(
+                supervise("claim", dispatch.claim_loop, wake=self._stop_event), name="soniq-claim"
+            )
             try:
                 await self._stop_event.wait()
             except asyncio.CancelledError:

@@ -7,6 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from soniq import Soniq
+from soniq.cli.output import safe
+from soniq.redaction import redact_url
 from soniq_django.config import backend_config, default_alias
 from soniq_django.models import Worker
 from soniq_django.runtime import with_app
@@ -24,13 +26,15 @@ class Command(BaseCommand):
         alias = options["backend"] or default_alias()
         queue = options["queue"]
 
-        async def stats(app: Soniq) -> dict[str, int]:
-            return await app.get_queue_stats(queue=queue)
+        async def stats(app: Soniq) -> tuple[str, dict[str, int]]:
+            # The URL the app resolved, password masked, as `soniq status` prints it.
+            return redact_url(app.settings.resolved_database_url), await app.get_queue_stats(queue=queue)
 
-        counts = with_app(alias, stats)
+        database, counts = with_app(alias, stats)
         workers = list(Worker.objects.using(backend_config(alias).database).all())
         if options["json"]:
             payload = {
+                "database_url": database,
                 "stats": counts,
                 "workers": [
                     {
@@ -48,6 +52,7 @@ class Command(BaseCommand):
             }
             self.stdout.write(json.dumps(payload, indent=2))
             return
+        self.stdout.write(f"{'database':>12}  {safe(database)}")
         for key, value in counts.items():
             self.stdout.write(f"{key:>12}  {value}")
         live = [w for w in workers if w.status != "stopped"]
