@@ -43,11 +43,11 @@ from soniq.records import (
 )
 from soniq.retry import AppRetryPolicy  # compat-jobs (issue 12)
 from soniq.routing import TaskRef, task_ref  # compat-surface
-from soniq.scheduling import (  # issue 14
+from soniq.scheduling import (
     CatchUp,
     ManualClock,
     ScheduleError,
-    ScheduleTypeError,  # issue 28: also a TypeError, as in soniq 0.1.0
+    ScheduleTypeError,  # also a TypeError, as in soniq 0.1.0
     cron,
     daily,
     every,

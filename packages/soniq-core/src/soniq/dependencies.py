@@ -28,7 +28,7 @@ DependsOn = str | uuid.UUID | Iterable[str | uuid.UUID] | None
 
 
 MAX_DEPENDENCIES = 1_000
-"""The most distinct ids one job's `depends_on` may name (issue 27); more is `JobOptionsError`."""
+"""The most distinct ids one job's `depends_on` may name; more is `JobOptionsError`."""
 
 
 def normalize_depends_on(value: DependsOn) -> tuple[str, ...]:

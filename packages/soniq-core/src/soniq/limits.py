@@ -27,11 +27,11 @@ MAX_LIMIT_KEY_LENGTH = 255
 """The longest `limit_key` a row stores (as `dedup_key`): a longer computed key is refused at enqueue."""
 
 MAX_LIMIT_COUNT = 1_000_000_000
-"""The largest `max_concurrent` and `rate_limit` count (issue 27): below 2**31, so every store counts it exactly."""
+"""The largest `max_concurrent` and `rate_limit` count: below 2**31, so every store counts it exactly."""
 MIN_RATE_PERIOD = 0.001
-"""The shortest `rate_limit` period, 1 ms (issue 27)."""
+"""The shortest `rate_limit` period, 1 ms."""
 MAX_RATE_PERIOD = 30 * 86400.0
-"""The longest `rate_limit` period, 30 days (issue 27). Periods are whole milliseconds, which every
+"""The longest `rate_limit` period, 30 days. Periods are whole milliseconds, which every
 store holds exactly (SQLite and Redis count windows in microseconds, PostgreSQL and memory in seconds)."""
 MAX_RATE_TEXT = 64
 """The longest `rate_limit` string read (``"10/5s"``); a longer one is refused before it is parsed."""

@@ -1,4 +1,4 @@
-"""Log lines that carry job data print it escaped, whatever handler the application installed (issue 27).
+"""Log lines that carry job data print it escaped, whatever handler the application installed.
 
 A job's error text, a job name read from a row, a schedule's name: any of them may hold an
 escape sequence that rewrites a terminal, or a line break that forges a log line. The CLI's

@@ -25,7 +25,7 @@ from soniq.validation import MAX_JOB_TIMEOUT, MIN_JOB_TIMEOUT
 DEFAULT_DATABASE_URL = "sqlite:///soniq.db"
 MIN_POLL_INTERVAL = 0.01
 MAX_CONCURRENCY = 10_000
-# -- the bounds of the numeric settings (issue 27; the table in docs/reliability.md) --
+# -- the bounds of the numeric settings (the table in docs/reliability.md) --
 HOUR = 3600.0
 DAY = 86400.0
 MIN_HEARTBEAT_INTERVAL = 0.1
@@ -152,10 +152,10 @@ class Settings:
     metrics_port: int | None = None
     """The TCP port a worker serves ``/metrics`` on, when an exporter such as soniq-prometheus is installed."""
     metrics_host: str = "127.0.0.1"
-    """The address ``/metrics`` listens on (issue 27: loopback unless you choose otherwise; ``0.0.0.0`` for all)."""
+    """The address ``/metrics`` listens on (loopback unless you choose otherwise; ``0.0.0.0`` for all)."""
     loop_failure_limit: float = 60.0
     """Seconds an internal worker loop may keep failing (restarted with a growing pause) before the worker
-    stops with an error and ``soniq worker`` exits with status 1 (issue 27)."""
+    stops with an error and ``soniq worker`` exits with status 1."""
     unknown_job_timeout: float | None = 86400.0
     allow_no_jobs: bool = False
     log_jobs: bool = True
@@ -367,7 +367,7 @@ def _port(name: str, value: Any) -> int | None:
 
 
 def _host(name: str, value: Any) -> str:
-    """An address to bind (issue 27): a host name or IP literal, no spaces or control characters."""
+    """An address to bind: a host name or IP literal, no spaces or control characters."""
     text = value.strip() if isinstance(value, str) else None
     if not text or any(ch.isspace() or not ch.isprintable() for ch in text) or len(text) > 255:
         raise SettingsError(name, f"expected an address to listen on such as 127.0.0.1 or 0.0.0.0, got {value!r}")
@@ -379,7 +379,7 @@ def _queues(name: str, value: Any) -> tuple[str, ...] | None:
 
 
 _PARSERS: dict[str, Callable[[str, Any], Any]] = {
-    # Every numeric setting has a floor and a ceiling (issue 27), listed in docs/reliability.md.
+    # Every numeric setting has a floor and a ceiling, listed in docs/reliability.md.
     "database_url": _url,
     "jobs_modules": _modules,
     "concurrency": _at_least(1, MAX_CONCURRENCY),
@@ -399,8 +399,8 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "retry_backoff_max": _seconds(0.0, MAX_DELAY_SECONDS),
     "max_args_bytes": _at_least(1, MAX_PAYLOAD_BYTES),
     "metrics_port": _port,
-    "metrics_host": lambda name, value: _host(name, value),  # issue 27 (worker reliability)
-    "loop_failure_limit": _seconds(1.0, DAY),  # issue 27 (worker reliability)
+    "metrics_host": lambda name, value: _host(name, value),
+    "loop_failure_limit": _seconds(1.0, DAY),
     "unknown_job_timeout": _seconds(MIN_JOB_TIMEOUT, MAX_RETENTION_SECONDS, optional=True),
     "allow_no_jobs": _parse_bool,
     "log_jobs": _parse_bool,

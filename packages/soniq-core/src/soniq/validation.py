@@ -33,9 +33,9 @@ class JobOptionsError(SoniqError, ValueError):
 
 
 MIN_JOB_TIMEOUT = 0.001
-"""The shortest job timeout, 1 ms (issue 27): `@app.job(timeout=)` and the `job_timeout` setting."""
+"""The shortest job timeout, 1 ms: `@app.job(timeout=)` and the `job_timeout` setting."""
 MAX_JOB_TIMEOUT = 30 * 86400.0
-"""The longest job timeout, 30 days (issue 27): far below what the event loop's and threads' waits take."""
+"""The longest job timeout, 30 days: far below what the event loop's and threads' waits take."""
 
 
 def check_job_timeout(timeout: object, *, what: str = "timeout") -> float | None:

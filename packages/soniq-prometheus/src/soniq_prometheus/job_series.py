@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 OTHER = "other"
-"""The label value every queue or job name past the cap is counted under (issue 27)."""
+"""The label value every queue or job name past the cap is counted under."""
 DEFAULT_MAX_LABEL_VALUES = 100
 """Distinct `queue` values, and distinct `job_name` values, a sink gives series of their own."""
 COLLAPSED_MEMORY = 10_000
@@ -64,7 +64,7 @@ class JobSeries(Collector):
         max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
     ) -> None:
         self.prefix = prefix
-        # Issue 27: hostile or generated queue and job names must not grow the scrape without bound.
+        # Hostile or generated queue and job names must not grow the scrape without bound.
         self.queue_cap = LabelCap(max_label_values)
         self.name_cap = LabelCap(max_label_values)
         self.bounds = tuple(buckets) if buckets[-1] == float("inf") else (*buckets, float("inf"))

@@ -199,7 +199,7 @@ class PrometheusMetricsSink(BaseObserver):
         self.queue_gauges.add_queues(event.queues or ())
         self._enter(event.worker_id, WorkerState.RUNNING.value)
         port = self.port if self.port is not None else event.app.settings.metrics_port
-        # Issue 27: loopback unless the sink's `addr` or the `metrics_host` setting says otherwise.
+        # Loopback unless the sink's `addr` or the `metrics_host` setting says otherwise.
         addr = self.addr if self.addr is not None else getattr(event.app.settings, "metrics_host", "127.0.0.1")
         if port is not None and self.server is None:
             try:

@@ -26,7 +26,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         overrides["allow_no_jobs"] = True
     if args.metrics_port is not None:
         overrides["metrics_port"] = args.metrics_port
-    if args.metrics_host is not None:  # issue 27
+    if args.metrics_host is not None:
         overrides["metrics_host"] = args.metrics_host
     if args.no_scheduler:  # issue 14
         overrides["scheduler_enabled"] = False
@@ -57,7 +57,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         len(summary.nacked_job_ids),
     )
     if summary.failed_loop is not None:
-        # Issue 27: a loop that kept failing stopped this worker; a supervisor must see it as a failure.
+        # A loop that kept failing stopped this worker; a supervisor must see it as a failure.
         logging.getLogger("soniq").error(
             "worker %s exits with status %d: its internal loop %s kept failing (setting loop_failure_limit)",
             summary.worker_id,
@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
         metavar="PORT",
         help="serve /metrics on this port (setting metrics_port; needs an exporter such as soniq-prometheus)",
     )
-    p.add_argument(  # issue 27
+    p.add_argument(
         "--metrics-host",
         default=None,
         metavar="ADDR",

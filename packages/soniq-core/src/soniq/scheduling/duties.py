@@ -41,7 +41,7 @@ class FleetDuties:
         *,
         supervise: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None,
     ) -> asyncio.Task[None]:
-        """Start the loops; a worker passes `supervise` (issue 27) so that a loop that raises is restarted."""
+        """Start the loops; a worker passes `supervise` so that a loop that raises is restarted."""
         self._task = asyncio.create_task(self.run(stopping, supervise=supervise), name="soniq-fleet-duties")
         return self._task
 

@@ -210,7 +210,7 @@ class Scheduler:
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval):
             raise ScheduleError("check_interval", f"expected a number of seconds > 0, got {check_interval!r}")
         if not MIN_POLL_INTERVAL <= interval <= HOUR:
-            # The bounds of the scheduler_poll_interval setting (issue 27): 1e-6 would spin a core.
+            # The bounds of the scheduler_poll_interval setting: 1e-6 would spin a core.
             raise ScheduleError(
                 "check_interval",
                 f"expected a number of seconds from {MIN_POLL_INTERVAL:g} to {HOUR:g}, got {check_interval!r}",

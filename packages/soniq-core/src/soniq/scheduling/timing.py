@@ -26,9 +26,9 @@ from soniq.validation import JobOptionsError
 __all__ = ["ScheduleError", "ScheduleTypeError", "Timing", "check_cron", "check_timezone"]
 
 MAX_CRON_LENGTH = 256
-"""The longest cron expression accepted, after its whitespace is normalised (issue 27)."""
+"""The longest cron expression accepted, after its whitespace is normalised."""
 MAX_EVERY_SECONDS = 3650 * 86400.0
-"""The longest `every` interval, 10 years (issue 27): every due time it yields stays a valid date."""
+"""The longest `every` interval, 10 years: every due time it yields stays a valid date."""
 
 MAX_CRON_STEPS = 100_000
 """How many cron matches one look-ahead may walk before giving up (a far-away or impossible date)."""

@@ -110,7 +110,7 @@ def _fixture_app(request: pytest.FixtureRequest, url: str | None) -> Iterator[So
     if url is None or url == MEMORY_URL:
         app = make_app()  # the in-memory store is private to its app already
     else:
-        # Issue 27: a namespace per test, so a second test never drains the first test's jobs.
+        # A namespace per test, so a second test never drains the first test's jobs.
         namespace = f"{NAMESPACE_PREFIX}{uuid.uuid4().hex[:16]}"
         _run(_setup_namespace(url, namespace))
         with use_backend(url, namespace=namespace):

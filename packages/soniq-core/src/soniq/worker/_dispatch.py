@@ -126,7 +126,7 @@ class Dispatcher:
                 await self._race(asyncio.sleep(self._settings.poll_interval))
                 continue
             # Any other error ends this loop: the worker's supervisor logs it and restarts the loop after a
-            # growing pause, and stops the worker when it keeps failing (issue 27, soniq.worker.supervise).
+            # growing pause, and stops the worker when it keeps failing (soniq.worker.supervise).
             self._accept(rows)
             if rows and all(self._registry.get(row.job_name) is None for row in rows):
                 # A backend that ignores `job_names` hands us only names we give back: do not spin on them.

@@ -66,7 +66,7 @@ class FencedBatcher(Generic[P]):
         try:
             await self._flush_pending()
         except Exception as exc:
-            # Issue 27: a flusher that breaks must not leave handlers waiting forever. Every queued row fails
+            # A flusher that breaks must not leave handlers waiting forever. Every queued row fails
             # (its run is settled as a failure, or left to stale recovery); the next submit starts a new one.
             logger.exception("%s writer failed; failing the %d rows it held", self._label, len(self._pending))
             pending, self._pending, self._inflight = [*self._inflight, *self._pending], [], []

@@ -28,7 +28,7 @@ class WorkerSummary:
     """Runs logged for holding a slot past their deadline, or long without one."""
     trigger: str | None = None
     failed_loop: str | None = None
-    """The internal loop that kept failing past `loop_failure_limit` and stopped the worker (issue 27)."""
+    """The internal loop that kept failing past `loop_failure_limit` and stopped the worker."""
 
     @property
     def forced(self) -> bool:

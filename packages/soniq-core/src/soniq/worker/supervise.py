@@ -1,4 +1,4 @@
-"""One rule for every long-lived task a worker starts (issue 27): no loop dies silently.
+"""One rule for every long-lived task a worker starts: no loop dies silently.
 
 A loop that raises is logged with its traceback and started again after a pause that
 grows from `FIRST_PAUSE_SECONDS` to `MAX_PAUSE_SECONDS`. A loop that keeps failing

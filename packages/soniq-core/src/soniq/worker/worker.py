@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["Worker", "WorkerSummary", "new_worker_id"]
 
 logger = logging.getLogger("soniq.worker")
-# Issue 27: job data in the worker's log lines is escaped whatever handler the application installed.
+# Job data in the worker's log lines is escaped whatever handler the application installed.
 log_escape.install()
 
 
@@ -98,7 +98,7 @@ class Worker:
             self.backend, self.worker_id, self._write_deadline, result_ttl=app.settings.result_ttl
         )
         self.state_record = StateRecord(self.backend, self.worker_id)
-        # Issue 27: every long-lived task runs under one restart rule (soniq.worker.supervise).
+        # Every long-lived task runs under one restart rule (soniq.worker.supervise).
         self.supervisor = LoopSupervisor(
             self.worker_id,
             failure_limit=getattr(settings, "loop_failure_limit", 60.0),
