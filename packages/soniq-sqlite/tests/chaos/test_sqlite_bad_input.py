@@ -33,12 +33,12 @@ def test_base_exceptions_and_bad_results_are_dead_lettered_unknown_names_stay_qu
 # string; a jobs module that fails to import is covered by soniq-core's CLI tests.)
 BAD_SETTINGS = [
     ("concurrency", "zero", "expected a whole number"),
-    ("job_timeout", "0", "greater than 0"),
+    ("job_timeout", "0", "at least 0.001"),
     ("shutdown_timeout", "-1", "at least 0"),
     ("sync_handler_grace_seconds", "-5", "at least 0"),
     ("sync_handler_pool_size", "0", "at least 1"),
     ("heartbeat_interval", "soon", "expected a number"),
-    ("heartbeat_timeout", "0.1", "must be at least 3 x heartbeat_interval"),
+    ("heartbeat_timeout", "0.5", "must be at least 3 x heartbeat_interval"),
     ("poll_interval", "0", "must be at least 0.01"),
     ("prefetch", "-1", "at least 0"),
     ("prefetch_release_timeout", "inf", "finite"),
