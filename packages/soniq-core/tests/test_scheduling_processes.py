@@ -231,6 +231,15 @@ def assert_exactly_once_without_gaps(times: list[datetime]) -> None:
     ]
     assert not off_by, f"due times are not whole seconds apart: {off_by[:5]}"
     missing = sum(n - 1 for n in slots)
+    # A handed-back row whose due time came after the last one still on the grid leaves no gap between
+    # two grid times: it stands for the next due time after the grid's end (the k-th such row for the
+    # k-th slot), which its fresh `scheduled_at` can only be later than.
+    after_grid = sorted(t for t in times if not on_grid(t) and fired and t > fired[-1])
+    for k, t in enumerate(after_grid, start=1):
+        assert t >= fired[-1] + timedelta(seconds=k) - timedelta(milliseconds=5), (
+            f"a row handed back after the grid's end is earlier than the due time it stands for: {t}"
+        )
+    missing += len(after_grid)
     assert missing == handed_back, (
         f"{missing} due times missing from the grid, {handed_back} rows handed back by stale recovery: {times}"
     )
