@@ -190,7 +190,9 @@ def test_negative_page_bounds_are_one_clear_error_on_every_backend(apps: Apps) -
                 lambda: app.dead_letter.list(limit=-1),
                 lambda: app.dead_letter.list(offset=-1),
             ):
-                with pytest.raises(JobOptionsError, match=r"(limit|offset) must be a whole number >= 0, got -1"):
+                with pytest.raises(
+                    JobOptionsError, match=r"(limit|offset) must be a whole number from [01] to [0-9,]+, got -1"
+                ):
                     await call()
         finally:
             await app.close()

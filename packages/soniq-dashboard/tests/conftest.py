@@ -17,7 +17,14 @@ from dash_harness import Store, make_store, start_browser
 
 from soniq import Soniq
 
-JOB_NAMES = ("dash_jobs.quick", "dash_jobs.flaky", "dash_jobs.hold", "dash_jobs.login")
+JOB_NAMES = (
+    "dash_jobs.quick",
+    "dash_jobs.flaky",
+    "dash_jobs.hold",
+    "dash_jobs.login",
+    "dash_jobs.charge",
+    "dash_jobs.mint",
+)
 # Jobs whose retry budget a test reads: registered with the `max_retries` the worker gives them.
 RETRIED = {"dash_jobs.retry_later": 3, "dash_jobs.second_run": 2, "dash_jobs.always_fails": 1}
 

@@ -129,21 +129,39 @@ class Dashboard(Process):
     """``python -m soniq dashboard`` on a free port, serving once ``/healthz`` answers."""
 
     def __init__(
-        self, store: Store, workdir: Path, *, writes: bool = False, extra_env: dict[str, str] | None = None
+        self,
+        store: Store,
+        workdir: Path,
+        *,
+        writes: bool = False,
+        extra_env: dict[str, str] | None = None,
+        extra_args: tuple[str, ...] = (),
+        cwd: Path | None = None,
+        script: bool = False,
+        probe_key: str | None = None,
     ) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        args = [sys.executable, "-m", "soniq", "dashboard", "--port", str(self.port), "--poll-interval", "0.3"]
+        # `python -m soniq`, or the `soniq` console script installed beside this interpreter.
+        command = [str(Path(sys.executable).with_name("soniq"))] if script else [sys.executable, "-m", "soniq"]
+        args = [*command, "dashboard", "--port", str(self.port), "--poll-interval", "0.3"]
         env = child_env(store, SONIQ_DASHBOARD_API_KEY=API_KEY, **(extra_env or {}))
+        # With a read key set, the readiness probe carries it (every page needs it then).
+        read_key = probe_key or env.get("SONIQ_DASHBOARD_READ_KEY")
+        probe_headers = {"X-Soniq-Read-Key": read_key} if read_key else {}
         super().__init__(
-            [*args, *(["--writes"] if writes else [])], env, workdir / f"dashboard-{self.port}.log", workdir
+            [*args, *(["--writes"] if writes else []), *extra_args],
+            env,
+            workdir / f"dashboard-{self.port}.log",
+            cwd or workdir,
         )
 
         def ready() -> bool:
             if not self.alive():
                 raise AssertionError(f"soniq dashboard exited:\n{self.log()}")
             try:
-                with urllib.request.urlopen(self.base + "/healthz", timeout=2) as response:
+                probe = urllib.request.Request(self.base + "/healthz", headers=probe_headers)
+                with urllib.request.urlopen(probe, timeout=2) as response:
                     return bool(response.status == 200)
             except OSError:
                 return False
@@ -166,8 +184,8 @@ class HttpClient:
         self.jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar))
 
-    def get(self, path: str) -> tuple[int, str]:
-        return self._send(urllib.request.Request(self.base + path))
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, str]:
+        return self._send(urllib.request.Request(self.base + path, headers=headers or {}))
 
     def post(self, path: str, form: dict[str, str], headers: dict[str, str] | None = None) -> tuple[int, str]:
         body = urllib.parse.urlencode(form).encode()

@@ -61,3 +61,20 @@ async def second_run(marker: str) -> str:
 @app.job(name="dash_jobs.always_fails", max_retries=1, retry_delay=0)
 async def always_fails() -> None:
     raise ValueError("it <always> fails")
+
+
+SECRET_URL = "https://bot:hunter2-pw@pay.example/callback"
+SECRET_CARD = "4111111111111111"
+SECRET_TOKEN = "tok-5ecr3t-0000"
+
+
+@app.job(name="dash_jobs.charge", max_retries=0)
+async def charge(card: str, callback: str, api_key: str, amount: int) -> None:
+    """Dead-letters with its callback URL (and its password) in the error, as a careless job would."""
+    raise ConnectionError(f"could not reach {callback}")
+
+
+@app.job(name="dash_jobs.mint")
+async def mint(user: str) -> dict[str, str]:
+    """Succeeds with a token and a URL holding a password in its result."""
+    return {"user": user, "token": SECRET_TOKEN, "next": SECRET_URL}

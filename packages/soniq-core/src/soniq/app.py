@@ -21,6 +21,7 @@ from soniq.dependencies import DependsOn, JobCall, check_batch, check_policy, no
 from soniq.discovery import create_backend, load_observer_factories
 from soniq.errors import BackendProtocolError, JobNotFoundError, SoniqError, UnknownJobError
 from soniq.hooks import check_hook, check_middleware, hook_listeners
+from soniq.log_escape import escape_line
 from soniq.metrics import MetricsSink, NullMetricsSink, adapt_metrics_sink
 from soniq.observers import EnqueueEvent, Observer
 from soniq.params import (
@@ -60,7 +61,15 @@ from soniq.routing import (  # compat-surface
 from soniq.serialization import new_job_ids
 from soniq.settings import Settings
 from soniq.sync_bridge import SyncBridge
-from soniq.validation import JobOptionsError, check_page, check_priority, check_queue_name, encode_args
+from soniq.validation import (
+    JobOptionsError,
+    check_page,
+    check_priority,
+    check_queue_filter,
+    check_queue_name,
+    encode_args,
+    lookup_id,
+)
 from soniq.validation import resolve_scheduled_at as resolve_scheduled_at
 from soniq.waiting import JobWaiter, check_timeout
 from soniq.worker_event import run_until_event  # compat-surface
@@ -877,12 +886,16 @@ class Soniq:
         """The job as a dict (with its result), or None; see `job_dict` for the keys.
 
         A dead-lettered job comes back as its dead-letter row with ``status="dead_letter"``
-        (see `dead_letter_job_dict`)."""
+        (see `dead_letter_job_dict`). An id no store can hold (NUL, a lone surrogate, over
+        `soniq.validation.MAX_ID_LENGTH` characters) is None without asking the store."""
+        key = lookup_id(job_id)
+        if key is None:
+            return None
         backend = await self.connected_backend()
-        row = await backend.get_job(GetJobParams(job_id=str(job_id)))
+        row = await backend.get_job(GetJobParams(job_id=key))
         if row is not None:
             return job_dict(row)
-        dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=str(job_id)))
+        dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=key))
         return dead_letter_job_dict(dead) if dead is not None else None
 
     # -- issue 12 (compat-store): results and deleting jobs --------------------
@@ -894,8 +907,11 @@ class Soniq:
         validated into it: ``model_validate`` when the class has one, else ``result_model(**result)``
         for a dict and ``result_model(result)`` otherwise. A row deleted by ``result_ttl`` is not found.
         """
+        key = lookup_id(job_id)
+        if key is None:
+            return None
         backend = await self.connected_backend()
-        row = await backend.get_job(GetJobParams(job_id=str(job_id)))
+        row = await backend.get_job(GetJobParams(job_id=key))
         if row is None or row.status is not JobStatus.DONE or row.result is None:
             return None
         if result_model is None:
@@ -912,8 +928,11 @@ class Soniq:
 
         A job that is running keeps running, but its outcome is then written nowhere.
         Dead-letter rows are deleted with ``app.dead_letter.purge``."""
+        key = lookup_id(job_id)
+        if key is None:
+            return False
         backend = await self.connected_backend()
-        return await backend.delete_job(DeleteJobParams(job_id=str(job_id)))
+        return await backend.delete_job(DeleteJobParams(job_id=key))
 
     # -- end issue 12 (compat-store) ---------------------------------------------
 
@@ -926,7 +945,11 @@ class Soniq:
         *,
         include_results: bool = False,
     ) -> list[dict[str, Any]]:
-        """A page of jobs; `result` is None unless `include_results` (results may be large)."""
+        """A page of jobs; `result` is None unless `include_results` (results may be large).
+
+        `limit` is 1 to `soniq.validation.MAX_PAGE_LIMIT` (10,000), `offset` 0 to `MAX_OFFSET`; a
+        `queue` enqueue would refuse (`check_queue_name`: NUL, a lone surrogate...) is `JobOptionsError`."""
+        check_queue_filter(queue)
         wanted: JobStatus | None = None
         if status is not None:
             try:
@@ -949,7 +972,7 @@ class Soniq:
         (as soniq 0.1.0 answered; `cancel` raises for that instead)."""
         outcome = await self._request_cancel(job_id)
         if outcome is CancelOutcome.NOT_FOUND:
-            logger.warning("cancel_job: no job has id %s; nothing cancelled", job_id)
+            logger.warning("cancel_job: no job has id %s; nothing cancelled", printable_id(job_id))
         return outcome in (CancelOutcome.CANCELLED, CancelOutcome.REQUESTED)
 
     async def cancel(self, job_id: str) -> CancelOutcome:
@@ -967,10 +990,13 @@ class Soniq:
         return outcome
 
     async def _request_cancel(self, job_id: str) -> CancelOutcome:
+        key = lookup_id(job_id)
+        if key is None:  # no stored row can have this id
+            return CancelOutcome.NOT_FOUND
         backend = await self.connected_backend()
-        outcome = await backend.request_cancel(RequestCancelParams(job_id=str(job_id)))
+        outcome = await backend.request_cancel(RequestCancelParams(job_id=key))
         if outcome is CancelOutcome.ALREADY_FINISHED:
-            row = await backend.get_job(GetJobParams(job_id=str(job_id)))
+            row = await backend.get_job(GetJobParams(job_id=key))
             if row is not None and row.status is JobStatus.CANCELLED:
                 logger.info("job %s is already cancelled; nothing to do", job_id)
             else:
@@ -988,14 +1014,19 @@ class Soniq:
         has one; however many jobs are waited for, one task per process watches them all.
         """
         limit = check_timeout(timeout)
+        key = lookup_id(job_id)
+        if key is None:  # no stored row can have this id: what an unknown id gives
+            raise JobNotFoundError(str(job_id))
         loop = asyncio.get_running_loop()
         waiter = self._waiters.get(loop)
         if waiter is None:
             waiter = self._waiters[loop] = JobWaiter(self)
-        return await waiter.wait(str(job_id), limit)
+        return await waiter.wait(key, limit)
 
     async def get_queue_stats(self, queue: str | None = None) -> dict[str, int]:
-        """Exactly ``total, queued, processing, done, dead_letter, cancelled``."""
+        """Exactly ``total, queued, processing, done, dead_letter, cancelled``; a `queue` enqueue would
+        refuse is `JobOptionsError`."""
+        check_queue_filter(queue)
         backend = await self.connected_backend()
         return (await backend.queue_stats(QueueStatsParams(queue=queue))).to_dict()
 
@@ -1097,6 +1128,13 @@ class Soniq:
     @classmethod
     def instances(cls) -> list[Soniq]:
         return list(cls._instances)
+
+
+def printable_id(job_id: object) -> str:
+    """An id as a log line may carry it: control characters, NUL and lone surrogates escaped (a
+    handler writing UTF-8 fails on a lone surrogate), and at most 100 characters of it."""
+    text = str(job_id)
+    return escape_line(text[:100]) + ("..." if len(text) > 100 else "")
 
 
 def collapse_duplicates(jobs: list[NewJob]) -> tuple[list[NewJob], list[int]]:

@@ -30,7 +30,18 @@ from soniq.params import (
     PurgeDeadLetterParams,
     ReplayDeadLetterParams,
 )
-from soniq.validation import JobOptionsError, check_page, check_priority, check_queue_name
+from soniq.validation import (
+    MAX_FILTER_LIMIT,
+    MAX_OFFSET,
+    JobOptionsError,
+    check_count,
+    check_filter_text,
+    check_page,
+    check_priority,
+    check_queue_filter,
+    check_queue_name,
+    lookup_id,
+)
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
@@ -64,7 +75,9 @@ class DeadLetterFilter:
 
     The names are soniq 0.1.0's. `date_from` and `date_to` bound `moved_to_dead_letter_at`
     (both inclusive; a naive datetime is taken as UTC). `limit` caps how many rows the
-    operation reads or writes, `offset` skips the newest ones first (listing order).
+    operation reads or writes (1 to `MAX_FILTER_LIMIT`), `offset` skips the newest ones first
+    (listing order). A queue enqueue would refuse, or a job name or reason holding a NUL or a
+    lone surrogate, is `JobOptionsError` naming the field (issue 27).
     """
 
     job_names: Sequence[str] | None = None
@@ -83,6 +96,11 @@ class DeadLetterFilter:
                 continue
             if isinstance(value, str) or not all(isinstance(item, str) for item in value):
                 raise JobOptionsError(f"DeadLetterFilter.{name} must be a list of strings, got {value!r}")
+            for item in value:
+                if name == "queues":
+                    check_queue_name(item, what=f"DeadLetterFilter.{name}")
+                else:
+                    check_filter_text(item, what=f"DeadLetterFilter.{name}")
             object.__setattr__(self, name, tuple(value))
         for name in ("date_from", "date_to"):
             value = getattr(self, name)
@@ -96,10 +114,8 @@ class DeadLetterFilter:
             )
         if self.date_from and self.date_to and self.date_from > self.date_to:
             raise JobOptionsError("DeadLetterFilter.date_from must not be after date_to")
-        if isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 1:
-            raise JobOptionsError(f"DeadLetterFilter.limit must be an integer of at least 1, got {self.limit!r}")
-        if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 0:
-            raise JobOptionsError(f"DeadLetterFilter.offset must be an integer of at least 0, got {self.offset!r}")
+        check_count(self.limit, what="DeadLetterFilter.limit", low=1, high=MAX_FILTER_LIMIT)
+        check_count(self.offset, what="DeadLetterFilter.offset", low=0, high=MAX_OFFSET)
 
     def for_store(self) -> StoreFilter:
         return StoreFilter(
@@ -124,10 +140,15 @@ class DeadLetterService:
         offset: int = 0,
         filter: DeadLetterFilter | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        """Rows newest first; with `filter`, only matching rows (its own limit and offset then apply)."""
-        if filter is not None:
-            limit, offset = filter.limit, filter.offset
-        check_page(limit, offset)
+        """Rows newest first; with `filter`, only matching rows (its own limit and offset then apply).
+
+        `limit` is 1 to `soniq.validation.MAX_PAGE_LIMIT` (10,000); a `queue` enqueue would refuse is
+        `JobOptionsError`."""
+        check_queue_filter(queue)
+        if filter is None:
+            check_page(limit, offset)
+        else:
+            limit, offset = filter.limit, filter.offset  # checked by the filter itself
         backend = await self._app.connected_backend()
         params = ListDeadLetterParams(
             queue=queue, limit=limit, offset=offset, filter=filter.for_store() if filter is not None else None
@@ -135,8 +156,12 @@ class DeadLetterService:
         return [row.to_dict() for row in await backend.list_dead_letter(params)]
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
+        """The dead-letter row, or None (also for an id no store can hold: see `soniq.validation.lookup_id`)."""
+        key = lookup_id(job_id)
+        if key is None:
+            return None
         backend = await self._app.connected_backend()
-        row = await backend.get_dead_letter(GetDeadLetterParams(job_id=str(job_id)))
+        row = await backend.get_dead_letter(GetDeadLetterParams(job_id=key))
         return row.to_dict() if row else None
 
     async def replay(
@@ -155,16 +180,19 @@ class DeadLetterService:
         `new_max_attempts`, `new_priority` and `new_queue` replace the dead row's values.
         """
         _check_overrides(reset_attempts, new_max_attempts, new_priority, new_queue)
+        key = lookup_id(job_id)
+        if key is None:
+            raise DeadLetterNotFoundError(f"no dead-letter job with id {job_id!r}")
         backend = await self._app.connected_backend()
         attempts = 0
         if not reset_attempts:
-            dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=str(job_id)))
+            dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=key))
             if dead is None:
                 raise DeadLetterNotFoundError(f"no dead-letter job with id {job_id!r}")
             attempts = dead.attempts
         new_id = await backend.replay_dead_letter(
             ReplayDeadLetterParams(
-                job_id=str(job_id),
+                job_id=key,
                 new_job_id=str(uuid.uuid4()),
                 scheduled_at=datetime.now(UTC),
                 queue=new_queue,
@@ -211,8 +239,11 @@ class DeadLetterService:
 
     async def purge(self, job_id: str) -> bool:
         """Delete a dead-letter row for good; False when there was none."""
+        key = lookup_id(job_id)
+        if key is None:
+            return False
         backend = await self._app.connected_backend()
-        return await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=str(job_id)))
+        return await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=key))
 
     delete = purge
 

@@ -115,14 +115,87 @@ def resolve_scheduled_at(value: object, *, now: datetime | None = None) -> datet
     return when
 
 
+MAX_PAGE_LIMIT = 10_000
+"""The most rows one listing call returns (`list_jobs`, `dead_letter.list`): `limit` is 1 to this."""
+MAX_OFFSET = 1_000_000_000
+"""The largest `offset` a listing takes; far past any real page, and inside every store's integers."""
+MAX_FILTER_LIMIT = 1_000_000
+"""The largest `DeadLetterFilter.limit` (it caps bulk replays and deletes, done in batches)."""
+MAX_ID_LENGTH = 255
+"""The longest job id a read looks up; ids Soniq makes are 36 characters, and a longer one is not found."""
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an int of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def check_count(value: object, *, what: str, low: int, high: int) -> int:
+    """`value` if it is a whole number from `low` to `high`, else `JobOptionsError` naming `what`."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise JobOptionsError(f"{what} must be a whole number from {low:,} to {high:,}, got {_shown(value)}")
+    return value
+
+
 def check_page(limit: object, offset: object) -> tuple[int, int]:
-    """The same error for a bad listing page on every backend."""
-    for name, value in (("limit", limit), ("offset", offset)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise JobOptionsError(f"{name} must be a whole number >= 0, got {value!r}")
-    assert isinstance(limit, int)
-    assert isinstance(offset, int)
-    return limit, offset
+    """The same error for a bad listing page on every backend: `limit` 1 to `MAX_PAGE_LIMIT`,
+    `offset` 0 to `MAX_OFFSET` (issue 27: ``limit=2**63`` reached the driver)."""
+    return (
+        check_count(limit, what="limit", low=1, high=MAX_PAGE_LIMIT),
+        check_count(offset, what="offset", low=0, high=MAX_OFFSET),
+    )
+
+
+def storable_text(text: str) -> bool:
+    """True when every store holds `text` as the same key: no NUL, no lone surrogate.
+
+    Cheap on the hot path: one `in` and, for non-ASCII text only, one encode."""
+    if "\x00" in text:
+        return False
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def lookup_id(job_id: object) -> str | None:
+    """The id a read or by-id call passes to the store, or None when no stored row can have it
+    (NUL, a lone surrogate, longer than `MAX_ID_LENGTH`): the caller answers "not found" without
+    asking the store, as for any unknown id (issue 27)."""
+    text = job_id if isinstance(job_id, str) else str(job_id)
+    if len(text) > MAX_ID_LENGTH or not storable_text(text):
+        return None
+    return text
+
+
+def lookup_name(name: object) -> str | None:
+    """A schedule name to look up, or None when no stored schedule can have it (not a string, NUL,
+    a lone surrogate): "not found"."""
+    if not isinstance(name, str) or not storable_text(name):
+        return None
+    return name
+
+
+def check_filter_text(value: object, *, what: str) -> str:
+    """A filter value (a job name, a dead-letter reason) every store matches the same way, else
+    `JobOptionsError` naming `what`: a NUL or a lone surrogate cannot be stored, so it cannot match."""
+    if not isinstance(value, str):
+        raise JobOptionsError(f"{what} must be a string, got {type(value).__name__}")
+    if not storable_text(value):
+        kind = "a NUL character" if "\x00" in value else "a lone surrogate"
+        raise JobOptionsError(f"{what} {_shown(value)} contains {kind}, which no store holds")
+    return value
+
+
+def check_queue_filter(queue: object, *, what: str = "queue") -> str | None:
+    """A queue to filter a read by (None: every queue): what enqueue accepts (`check_queue_name`),
+    so reads and writes agree on which names can exist."""
+    return None if queue is None else check_queue_name(queue, what=what)
 
 
 def _path(parts: list[str | int]) -> str:

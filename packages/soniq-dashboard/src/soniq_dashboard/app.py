@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlencode
 
 import jinja2
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import (
     FileResponse,
@@ -24,7 +25,9 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from soniq import Soniq
-from soniq.redaction import redact_url
+from soniq.redaction import redact_data, redact_text, redact_url
+from soniq.validation import JobOptionsError
+from soniq_dashboard.access import HostGuard, ReadKeyGuard, UrlGuard
 from soniq_dashboard.charts import Charts
 from soniq_dashboard.metrics import MetricsEndpoint
 from soniq_dashboard.reads import STATUSES, DashboardReads, JobFilter, args_preview, first_line, run_words
@@ -104,7 +107,17 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(age=_age, when=_when, until=_until, pretty=_pretty, preview=args_preview, first_line=first_line)
+    env.filters.update(
+        age=_age,
+        when=_when,
+        until=_until,
+        pretty=_pretty,
+        preview=args_preview,
+        first_line=first_line,
+        # Job data shown on a page goes through these: a key named like a secret, a URL's password.
+        masked=redact_data,
+        masked_text=lambda value: redact_text(str(value)) if value else "",
+    )
     env.globals["runs"] = run_words
     return env
 
@@ -271,6 +284,10 @@ class Dashboard:
 
     # -- writes ----------------------------------------------------------------
 
+    async def bad_filter(self, request: Request, exc: Exception) -> Response:
+        """A filter the store's reads refuse (a queue name no queue can have): 400 saying why, not a 500."""
+        return self._refuse(request, f"this filter can match nothing: {redact_text(str(exc))}", status=400)
+
     def _refuse(self, request: Request, reason: str, *, status: int = 403) -> Response:
         response = self.render(request, "refused.html", "", reason=reason)
         response.status_code = status
@@ -371,6 +388,8 @@ def create_dashboard_app(
     poll_interval: float = 2.0,
     title: str = "Soniq",
     manage_app: bool = False,
+    allowed_hosts: Sequence[str] | None = None,
+    read_key: str | None = None,
 ) -> Starlette:
     """The dashboard for `app` as an ASGI app; mount it in FastAPI or Starlette, or serve it with uvicorn.
 
@@ -380,6 +399,12 @@ def create_dashboard_app(
     own auth. Form posts also need the page's CSRF token and a same-origin
     ``Origin``; `trusted_origins` adds origins a proxy rewrites to. With
     `manage_app`, the dashboard connects and closes `app` in its lifespan.
+
+    `allowed_hosts` (``soniq dashboard`` always sets it) answers 400 to a
+    request whose ``Host`` names none of them, port aside; `read_key` makes
+    every page and JSON endpoint answer 401 without that key (header
+    ``X-Soniq-Read-Key``, ``Authorization: Bearer``, or the cookie the
+    login form sets). Mounted in your app, your own middleware may do both.
     """
     if prefix and (not prefix.startswith("/") or prefix.endswith("/")):
         raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
@@ -387,7 +412,19 @@ def create_dashboard_app(
         raise ValueError(f"poll_interval must be > 0 seconds, got {poll_interval!r}")
     guard = WriteGuard(writes=writes, api_key=api_key, authorize=authorize, trusted_origins=trusted_origins)
     dashboard = Dashboard(app, prefix=prefix, guard=guard, poll_interval=poll_interval, title=title)
-    return Starlette(routes=dashboard.routes(), lifespan=_lifespan(dashboard, manage_app))
+    # Outermost first: a foreign Host learns nothing, not even whether a read key is set.
+    middleware: list[Middleware] = []
+    if allowed_hosts is not None:
+        middleware.append(Middleware(HostGuard, allowed_hosts=allowed_hosts))
+    if read_key is not None:
+        middleware.append(Middleware(ReadKeyGuard, read_key=read_key, prefix=prefix))
+    middleware.append(Middleware(UrlGuard))
+    return Starlette(
+        routes=dashboard.routes(),
+        middleware=middleware,
+        exception_handlers={JobOptionsError: dashboard.bad_filter},
+        lifespan=_lifespan(dashboard, manage_app),
+    )
 
 
 def _lifespan(dashboard: Dashboard, manage_app: bool) -> Callable[[Starlette], Any]:

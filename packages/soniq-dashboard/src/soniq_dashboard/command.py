@@ -7,12 +7,12 @@ command costs nothing; the web stack is imported when the command runs.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
-from typing import Any
 
 API_KEY_VARIABLE = "SONIQ_DASHBOARD_API_KEY"
+READ_KEY_VARIABLE = "SONIQ_DASHBOARD_READ_KEY"
+ALLOWED_HOSTS_VARIABLE = "SONIQ_DASHBOARD_ALLOWED_HOSTS"
 
 
 def add_command(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +20,8 @@ def add_command(parser: argparse.ArgumentParser) -> None:
         "Serve the dashboard. APP is module:attr naming a Soniq app; without it one is built from "
         "--database-url or SONIQ_DATABASE_URL."
     )
-    parser.add_argument("app_path", nargs="?", metavar="APP", default=None)
+    # `app_positional`, as core names every command's APP, so core's `app_path` reads it (and --app).
+    parser.add_argument("app_positional", nargs="?", metavar="APP", default=None)
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1, this machine only)")
     parser.add_argument("--port", type=int, default=6161)
     parser.add_argument("--prefix", default="", help="serve under this path, e.g. /soniq")
@@ -30,52 +31,39 @@ def add_command(parser: argparse.ArgumentParser) -> None:
         help=f"allow replay, purge and cancel; needs the API key in ${API_KEY_VARIABLE} (never on the command line)",
     )
     parser.add_argument("--poll-interval", type=float, default=2.0, help="seconds between live updates")
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the dashboard is reached by, besides localhost, 127.0.0.1, [::1] and --host "
+        f"(repeatable; also ${ALLOWED_HOSTS_VARIABLE}, comma-separated); any other Host header is refused",
+    )
+    parser.add_argument(
+        "--read-key-env",
+        default=READ_KEY_VARIABLE,
+        metavar="VAR",
+        help=f"the environment variable holding the read key (default: {READ_KEY_VARIABLE}); when it is set, "
+        "every page needs the key",
+    )
     parser.set_defaults(func=run)
 
 
 add_command.help = "serve the web dashboard"  # type: ignore[attr-defined]
 
 
-def load_app(path: str) -> Any:
-    from soniq import Soniq
-
-    module_name, _, attr = path.partition(":")
-    if not module_name or not attr:
-        raise ValueError(f"APP must look like module:attr, got {path!r}")
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"could not import {module_name!r} for APP: {exc}") from None
-    value: Any = module
-    for part in attr.split("."):
-        value = getattr(value, part, None)
-    if callable(value) and not isinstance(value, Soniq):
-        value = value()
-    if not isinstance(value, Soniq):
-        raise ValueError(f"{path} is not a Soniq app (got {type(value).__name__})")
-    return value
-
-
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from soniq import Soniq
-    from soniq.cli.common import refuse_to_create_default
+    from soniq.cli.common import build_app, refuse_to_create_default
     from soniq.redaction import redact_url
+    from soniq_dashboard.access import allowed_hosts_for, is_loopback
     from soniq_dashboard.app import create_dashboard_app
 
-    if args.app_path:
-        app = load_app(args.app_path)
-        if args.database_url:
-            app.use_database_url(args.database_url)
-    elif args.jobs_modules or os.environ.get("SONIQ_JOBS_MODULES"):
-        from soniq.cli import build_app
-
-        app = build_app(args, need_jobs=False)  # the app the jobs modules define, as `soniq worker` finds it
-    else:
-        app = Soniq(args.database_url) if args.database_url else Soniq()
+    # Core's loader, as every command finds its app: APP or --app (module:attr), else the jobs modules'
+    # app, else one from the URL. It puts the working directory LAST on sys.path, so a stray
+    # `aiosqlite.py` there cannot stand in for the driver.
+    app = build_app(args, need_jobs=False)
     # Like every read command: no URL and no ./soniq.db is one `soniq: error:` line, not a new empty database.
     refuse_to_create_default(app, "dashboard")
     # Built here, not in the server's lifespan: a backend package that is not installed is then one line
@@ -84,6 +72,9 @@ def run(args: argparse.Namespace) -> int:
     api_key = os.environ.get(API_KEY_VARIABLE) or None
     if args.writes and not api_key:
         raise ValueError(f"--writes needs the API key in ${API_KEY_VARIABLE}")
+    read_key = os.environ.get(args.read_key_env) or None
+    configured = [h.strip() for h in os.environ.get(ALLOWED_HOSTS_VARIABLE, "").split(",") if h.strip()]
+    allowed_hosts = allowed_hosts_for(args.host, [*configured, *args.allowed_host])
     asgi = create_dashboard_app(
         app,
         prefix=args.prefix,
@@ -91,7 +82,17 @@ def run(args: argparse.Namespace) -> int:
         api_key=api_key,
         poll_interval=args.poll_interval,
         manage_app=True,
+        allowed_hosts=allowed_hosts,
+        read_key=read_key,
     )
+    if read_key is None and not is_loopback(args.host):
+        print(
+            f"WARNING: soniq dashboard is bound to {args.host}, not to this machine only, and has no read key: "
+            "it shows job data (arguments, results, errors) to anyone who can reach it. "
+            f"Set ${args.read_key_env} to require a key, or bind 127.0.0.1.",
+            file=sys.stderr,
+            flush=True,
+        )
     where = f"http://{args.host}:{args.port}{args.prefix}/"
     print(f"soniq dashboard for {redact_url(app.settings.resolved_database_url)} at {where}", flush=True)
     # Core's CLI sets `log_level` (DEBUG for -v); uvicorn's access log follows only a debug run.

@@ -24,7 +24,7 @@ from soniq.backend import Backend
 from soniq.limits import describe
 from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobCursor, JobPageParams, LimitScope
 from soniq.records import ActivityBucket, JobStatus, QueueCounts
-from soniq.redaction import redact_text
+from soniq.redaction import redact_data, redact_text
 
 PAGE_SIZE = 50
 PREVIEW_CHARS = 120
@@ -197,8 +197,10 @@ def args_preview(args: Any, limit: int = PREVIEW_CHARS) -> str:
     """A job's arguments on one short line, ``key=value, ...``, masked by `soniq.redaction`.
 
     Written as ``key=value`` so the helper masks a ``password=`` (``passwd``, ``pwd``) argument as it
-    masks a DSN's, and a URL's password wherever one appears; cut to `limit` characters only after that.
+    masks a DSN's, and a URL's password wherever one appears; a key named like a secret (token, key,
+    card, ...) at any depth is masked first. Cut to `limit` characters only after that.
     """
+    args = redact_data(args)
     if isinstance(args, dict):
         text = ", ".join(f"{key}={json.dumps(value, default=str, ensure_ascii=False)}" for key, value in args.items())
     else:
@@ -219,9 +221,19 @@ def decode_cursor(cursor: str | None) -> JobCursor | None:
         return None
     try:
         data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return JobCursor(at=_aware(datetime.fromisoformat(data["t"])), id=str(data["i"]))
-    except (ValueError, KeyError, TypeError):
+        at = _aware(datetime.fromisoformat(data["t"]))
+        at.astimezone(UTC)  # a time a store can hold: an offset that overflows it is no cursor of ours
+        job_id = data["i"]
+    except (ValueError, KeyError, TypeError, OverflowError):
         return None
+    # Made up, not made here: an id no store can hold is read as no cursor (the first page).
+    if not isinstance(job_id, str) or not 1 <= at.year <= 9998 or not _storable(job_id):
+        return None
+    return JobCursor(at=at, id=job_id)
+
+
+def _storable(text: str) -> bool:
+    return len(text) <= 1024 and "\x00" not in text and not any("\ud800" <= ch <= "\udfff" for ch in text)
 
 
 def trace_id_of(trace_context: Any) -> str | None:

@@ -12,6 +12,7 @@ from soniq.cli.output import safe
 from soniq.errors import JobNotFoundError
 from soniq.params import RequestCancelParams
 from soniq.records import CancelOutcome
+from soniq.validation import lookup_id
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
@@ -76,8 +77,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
     async def body(app: Soniq) -> tuple[CancelOutcome, str | None]:
         # The store answers directly (not `app.cancel`, which also logs it): the line below is the one report.
+        key = lookup_id(args.job_id)  # an id no store can hold (NUL, a lone surrogate) is not found
         backend = await app.connected_backend()
-        outcome = await backend.request_cancel(RequestCancelParams(job_id=str(args.job_id)))
+        outcome = (
+            CancelOutcome.NOT_FOUND if key is None else await backend.request_cancel(RequestCancelParams(job_id=key))
+        )
         if outcome is CancelOutcome.NOT_FOUND:  # one line, exit 1
             raise JobNotFoundError(str(args.job_id), f"cannot cancel job {args.job_id}: no job has that id")
         status = None

@@ -32,7 +32,7 @@ from soniq.scheduling.catchup import CatchUp, check_catch_up
 from soniq.scheduling.clock import Clock, SystemClock
 from soniq.scheduling.timing import ScheduleError, Timing
 from soniq.settings import HOUR, MIN_POLL_INTERVAL
-from soniq.validation import check_priority, check_queue_name, encode_args
+from soniq.validation import check_priority, check_queue_name, encode_args, lookup_name, storable_text
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
@@ -143,6 +143,8 @@ class Scheduler:
         schedule_name = job_name if name is None else name
         if not isinstance(schedule_name, str) or not schedule_name.strip():
             raise ScheduleError("name", f"expected a non-empty string, got {name!r}")
+        if not storable_text(schedule_name):
+            raise ScheduleError("name", "contains a NUL character or a lone surrogate, which no store holds")
         return await self._upsert(
             name=schedule_name,
             job_name=job_name,
@@ -156,24 +158,34 @@ class Scheduler:
         )
 
     async def pause(self, name: str) -> bool:
-        """Stop firing; due times while paused never run. False when there is no such schedule."""
+        """Stop firing; due times while paused never run. False when there is no such schedule
+        (also for a name no store can hold: NUL, a lone surrogate)."""
+        key = lookup_name(name)
+        if key is None:
+            return False
         backend = await self._app.connected_backend()
-        return await backend.set_schedule_paused(SetSchedulePausedParams(name=name, paused=True))
+        return await backend.set_schedule_paused(SetSchedulePausedParams(name=key, paused=True))
 
     async def resume(self, name: str) -> bool:
         """Fire again from the next due time after now. False when there is no such schedule."""
+        key = lookup_name(name)
+        if key is None:
+            return False
         backend = await self._app.connected_backend()
-        record = await backend.get_schedule(GetScheduleParams(name=name))
+        record = await backend.get_schedule(GetScheduleParams(name=key))
         if record is None:
             return False
         next_run = _timing_of(record).next_after(self.clock.now())
-        return await backend.set_schedule_paused(SetSchedulePausedParams(name=name, paused=False, next_run=next_run))
+        return await backend.set_schedule_paused(SetSchedulePausedParams(name=key, paused=False, next_run=next_run))
 
     async def remove(self, name: str) -> bool:
         """Delete the schedule (the jobs it enqueued stay). False when there was none."""
-        backend = await self._app.connected_backend()
         self.declared.pop(name, None)
-        return await backend.remove_schedule(RemoveScheduleParams(name=name))
+        key = lookup_name(name)
+        if key is None:
+            return False
+        backend = await self._app.connected_backend()
+        return await backend.remove_schedule(RemoveScheduleParams(name=key))
 
     async def list(self, status: str | None = None) -> list[dict[str, Any]]:
         """Every schedule in name order; `status` ``active`` or ``paused`` filters."""
@@ -186,8 +198,12 @@ class Scheduler:
         return [v for v in views if status is None or v["status"] == status]
 
     async def get(self, name: str) -> dict[str, Any] | None:
+        """The schedule, or None (also for a name no store can hold: NUL, a lone surrogate)."""
+        key = lookup_name(name)
+        if key is None:
+            return None
         backend = await self._app.connected_backend()
-        record = await backend.get_schedule(GetScheduleParams(name=name))
+        record = await backend.get_schedule(GetScheduleParams(name=key))
         if record is None:
             return None
         return self._view(record, await self._fleet_job_names(backend))
