@@ -44,7 +44,7 @@ from soniq_contract_tests.suite.leases import LeaseContract
 from soniq_contract_tests.suite.limits import LimitContract  # issue 19
 from soniq_contract_tests.suite.nack import NackContract
 from soniq_contract_tests.suite.pruning import PruningContract
-from soniq_contract_tests.suite.read_bounds import ReadBoundsContract  # issue 27
+from soniq_contract_tests.suite.read_bounds import ReadBoundsContract
 from soniq_contract_tests.suite.reads import ReadsContract
 from soniq_contract_tests.suite.recovery import StaleRecoveryContract
 from soniq_contract_tests.suite.results_listing import ResultsListingContract
@@ -103,7 +103,7 @@ class BackendContractSuite(
     CancelRunningContract,
     JobChangesContract,
     FleetProcessContract,
-    ReadBoundsContract,  # issue 27: hostile ids, filters and limits on the app's reads
+    ReadBoundsContract,  # hostile ids, filters and limits on the app's reads
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

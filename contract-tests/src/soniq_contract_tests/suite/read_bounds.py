@@ -1,4 +1,4 @@
-"""Hostile values on the app's read and by-id API (issue 27, item 8), through `Soniq(backend=...)`.
+"""Hostile values on the app's read and by-id API, through `Soniq(backend=...)`.
 
 The rule, the same on every backend: an id or schedule name no store can hold (NUL, a lone
 surrogate, an absurd length) is simply not found, exactly as an unknown one (None, False,

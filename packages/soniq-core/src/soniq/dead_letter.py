@@ -77,7 +77,7 @@ class DeadLetterFilter:
     (both inclusive; a naive datetime is taken as UTC). `limit` caps how many rows the
     operation reads or writes (1 to `MAX_FILTER_LIMIT`), `offset` skips the newest ones first
     (listing order). A queue enqueue would refuse, or a job name or reason holding a NUL or a
-    lone surrogate, is `JobOptionsError` naming the field (issue 27).
+    lone surrogate, is `JobOptionsError` naming the field.
     """
 
     job_names: Sequence[str] | None = None

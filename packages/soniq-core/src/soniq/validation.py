@@ -141,7 +141,7 @@ def check_count(value: object, *, what: str, low: int, high: int) -> int:
 
 def check_page(limit: object, offset: object) -> tuple[int, int]:
     """The same error for a bad listing page on every backend: `limit` 1 to `MAX_PAGE_LIMIT`,
-    `offset` 0 to `MAX_OFFSET` (issue 27: ``limit=2**63`` reached the driver)."""
+    `offset` 0 to `MAX_OFFSET` (``limit=2**63`` reached the driver)."""
     return (
         check_count(limit, what="limit", low=1, high=MAX_PAGE_LIMIT),
         check_count(offset, what="offset", low=0, high=MAX_OFFSET),
@@ -166,7 +166,7 @@ def storable_text(text: str) -> bool:
 def lookup_id(job_id: object) -> str | None:
     """The id a read or by-id call passes to the store, or None when no stored row can have it
     (NUL, a lone surrogate, longer than `MAX_ID_LENGTH`): the caller answers "not found" without
-    asking the store, as for any unknown id (issue 27)."""
+    asking the store, as for any unknown id."""
     text = job_id if isinstance(job_id, str) else str(job_id)
     if len(text) > MAX_ID_LENGTH or not storable_text(text):
         return None
