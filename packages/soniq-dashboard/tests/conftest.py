@@ -29,6 +29,15 @@ JOB_NAMES = (
 RETRIED = {"dash_jobs.retry_later": 3, "dash_jobs.second_run": 2, "dash_jobs.always_fails": 1}
 
 
+@pytest.fixture
+def processes() -> Iterator[list[Any]]:
+    """Dashboards and workers a test started; each is stopped after it."""
+    started: list[Any] = []
+    yield started
+    for process in started:
+        process.stop()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Store:
     return make_store(request.param, tmp_path)

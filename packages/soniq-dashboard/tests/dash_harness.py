@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import http.cookiejar
 import os
 import shutil
@@ -240,3 +241,40 @@ def start_browser(profile: Path, *, width: int = 1280, height: int = 900) -> Any
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, for CSP violations
     return webdriver.Chrome(service=Service(driver), options=options)
+
+
+async def until(check: Any, *, timeout: float = 30.0, what: str) -> Any:
+    """Await `check()` until it is truthy, with a deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await check()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError(f"{what} not met within {timeout}s")
+        await asyncio.sleep(0.05)
+
+
+def in_browser(browser: Any, condition: Any, *, timeout: float = 30.0, what: str) -> Any:
+    """Wait for `condition(browser)`; a live update may replace elements mid-check, so that retries."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def check(driver: Any) -> Any:
+        try:
+            return condition(driver)
+        except WebDriverException as exc:
+            # An element that a live update replaced while a command ran on it is reported either as stale
+            # or as a node that "does not belong to the document": both mean look again.
+            if "does not belong to the document" in str(exc):
+                return False
+            raise
+
+    wait = WebDriverWait(
+        browser,
+        timeout,
+        poll_frequency=0.05,
+        ignored_exceptions=(StaleElementReferenceException, NoSuchElementException),
+    )
+    return wait.until(check, message=what)

@@ -6,19 +6,17 @@ the store decides the outcome) and checks what the attacker, or the operator, se
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import html
 import json
 import subprocess
 import sys
 import urllib.parse
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dash_harness import Dashboard, HttpClient, Store, Worker, child_env, free_port, make_store
+from dash_harness import Dashboard, HttpClient, Store, Worker, child_env, free_port, make_store, until
 from dash_jobs import SECRET_CARD, SECRET_TOKEN, SECRET_URL
 
 from soniq import Soniq
@@ -30,30 +28,10 @@ API_KEY_ARG = "k-live-api-key-77"
 SECRETS = (SECRET_CARD, SECRET_TOKEN, "hunter2-pw", API_KEY_ARG)
 
 
-@pytest.fixture
-def processes() -> Iterator[list[Any]]:
-    started: list[Any] = []
-    yield started
-    for process in started:
-        process.stop()
-
-
 def start(processes: list[Any], store: Store, tmp_path: Path, **kwargs: Any) -> Dashboard:
     d = Dashboard(store, tmp_path, **kwargs)
     processes.append(d)
     return d
-
-
-async def until(check: Any, *, timeout: float = 20.0, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await asyncio.sleep(0.05)
 
 
 def _stub(**kwargs: Any) -> None:

@@ -5,26 +5,17 @@ from __future__ import annotations
 import asyncio
 import re
 import signal
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dash_harness import API_KEY, Dashboard, HttpClient, Store, Worker, wait_for
+from dash_harness import API_KEY, Dashboard, HttpClient, Store, Worker, in_browser, until, wait_for
 from dash_jobs import EVIL_ERROR, EVIL_NAME
 
 from soniq import Soniq
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Any]]:
-    started: list[Any] = []
-    yield started
-    for process in started:
-        process.stop()
 
 
 def dashboard(store: Store, tmp_path: Path, processes: list[Any], *, writes: bool = False) -> Dashboard:
@@ -37,33 +28,6 @@ def worker(store: Store, tmp_path: Path, processes: list[Any]) -> Worker:
     w = Worker(store, tmp_path)
     processes.append(w)
     return w
-
-
-async def until(check: Any, *, timeout: float = 20.0, what: str) -> Any:
-    """Await `check()` until it is truthy, with a deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await asyncio.sleep(0.05)
-
-
-def in_browser(browser: Any, condition: Any, *, timeout: float = 20.0, what: str) -> Any:
-    """Wait for `condition(browser)`; a live update may replace elements mid-check, so that retries."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    wait = WebDriverWait(
-        browser,
-        timeout,
-        poll_frequency=0.05,
-        ignored_exceptions=(StaleElementReferenceException, NoSuchElementException),
-    )
-    return wait.until(lambda d: condition(d), message=what)
 
 
 def mark_page(browser: Any) -> None:

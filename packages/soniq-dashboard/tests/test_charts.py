@@ -6,41 +6,20 @@ import asyncio
 import contextlib
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
-from dash_harness import Dashboard, HttpClient, Store, Worker, free_port, wait_for
+from dash_harness import Dashboard, HttpClient, Store, Worker, free_port, until, wait_for
 from starlette.applications import Starlette
 
 from soniq import Soniq
 from soniq.records import ActivityBucket
 from soniq_dashboard import charts, create_dashboard_app
 from soniq_dashboard.charts import DepthHistory, activity_series
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Any]]:
-    started: list[Any] = []
-    yield started
-    for process in started:
-        process.stop()
-
-
-async def until(check: Any, *, timeout: float = 30.0, what: str) -> Any:
-    """Await `check()` until it is truthy, with a deadline."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await asyncio.sleep(0.05)
 
 
 def fetch_json(client: HttpClient, path: str) -> dict[str, Any]:

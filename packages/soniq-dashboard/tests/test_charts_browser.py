@@ -2,52 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dash_harness import Dashboard, Store, Worker
+from dash_harness import Dashboard, Store, Worker, in_browser, until
 
 from soniq import Soniq
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 PLOTS = ("hour-done", "hour-failures", "day-done", "day-failures", "depth")
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Any]]:
-    started: list[Any] = []
-    yield started
-    for process in started:
-        process.stop()
-
-
-async def until(check: Any, *, timeout: float = 30.0, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await asyncio.sleep(0.05)
-
-
-def in_browser(browser: Any, condition: Any, *, timeout: float = 30.0, what: str) -> Any:
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    wait = WebDriverWait(
-        browser,
-        timeout,
-        poll_frequency=0.05,
-        ignored_exceptions=(StaleElementReferenceException, NoSuchElementException),
-    )
-    return wait.until(lambda d: condition(d), message=what)
 
 
 def legend(browser: Any, plot: str) -> str:

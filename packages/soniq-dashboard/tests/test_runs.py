@@ -5,37 +5,16 @@ from __future__ import annotations
 import asyncio
 import html
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from dash_harness import Dashboard, HttpClient, Store, Worker
+from dash_harness import Dashboard, HttpClient, Store, Worker, until
 
 from soniq import Soniq
 from soniq_dashboard.reads import run_words
 
 pytestmark = [pytest.mark.slow]
-
-
-@pytest.fixture
-def processes() -> Iterator[list[Any]]:
-    started: list[Any] = []
-    yield started
-    for process in started:
-        process.stop()
-
-
-async def until(check: Any, *, timeout: float = 30.0, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await check()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        await asyncio.sleep(0.05)
 
 
 def cell(page: str, job_id: str, css_class: str) -> str:
