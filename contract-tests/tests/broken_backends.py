@@ -27,6 +27,7 @@ from soniq.params import (
     ListJobsParams,
     NackJobParams,
     PruneJobsParams,
+    ReplayDeadLetterParams,
     RequestCancelParams,
     RescueAction,
     RescueJobsParams,
@@ -34,6 +35,8 @@ from soniq.params import (
 )
 from soniq.records import CancelOutcome, DeadLetterRecord, JobRecord, JobStatus, LeaseRecord, NewJob, StaleScan
 from soniq_memory import MemoryBackend
+from soniq_memory.dependencies import Finish
+from soniq_memory.store import MemoryStore
 
 _Row = TypeVar("_Row", JobRecord, DeadLetterRecord)
 
@@ -302,3 +305,66 @@ class PushThatNeverWakes(MemoryBackend):
     async def wait_for_job_changes(self, params: WaitForJobChangesParams, /) -> set[str] | None:
         await asyncio.sleep(params.timeout)
         return None
+
+
+# -- roles: a backend declares what it fills, and the suite runs exactly that ---------------
+
+
+class QueueStoreOnly(MemoryBackend):
+    """A correct store declaring only the required role: optional roles' tests must be skipped."""
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return replace(super().capabilities, roles={"QueueStore": 1})
+
+
+class DeclaresDeadLettersButReplayForgets(MemoryBackend):
+    """Declares `DeadLetterStore` (and nothing else optional) but a replay never counts a resurrection
+    and leaves the dead-letter row behind unchanged: the declared role's tests must still run, and fail."""
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        return replace(super().capabilities, roles={"QueueStore": 1, "DeadLetterStore": 1})
+
+    async def replay_dead_letter(self, params: ReplayDeadLetterParams, /) -> str | None:
+        with self._store.lock:
+            before = self._store.dead_letters.get(params.job_id)
+        new_id = await super().replay_dead_letter(params)
+        if before is not None:
+            with self._store.lock:
+                self._store.dead_letters[params.job_id] = before
+        return new_id
+
+
+class _CascadeStore(MemoryStore):
+    """A memory store that settles dependents by a rule of its own instead of core's."""
+
+    def finished(self, job_id: str, how: Finish) -> None:
+        self.publish_change(job_id)
+        stack = [(job_id, how)]
+        while stack:
+            dep_id, finish = stack.pop()
+            for dependent_id in self.dependents.pop(dep_id, ()):
+                row = self.jobs.get(dependent_id)
+                if row is None or row.status is not JobStatus.QUEUED or row.waiting_on <= 0:
+                    continue
+                if finish is Finish.DONE or row.dependency_policy.value == "run":
+                    self.put_job(replace(row, waiting_on=row.waiting_on - 1))
+                    if row.waiting_on == 1:
+                        self.wake(row.queue)
+                    continue
+                # Its own wording of the error, where core says "dependency <id> was <how>".
+                error = f"parent job {dep_id} failed ({finish.value})"
+                self.put_job(replace(row, status=JobStatus.CANCELLED, waiting_on=0, last_error=error))
+                self.publish_change(dependent_id)
+                stack.append((dependent_id, Finish.CANCELLED))
+
+
+class CascadeDecidesItself(MemoryBackend):
+    """Cancels the dependents of a failed dependency with a `last_error` of its own wording: the
+    cascade decided in the backend, as every backend did before `soniq.backend.rules`. Rows
+    cancelled at enqueue still get core's text (that path is the memory store's own)."""
+
+    def __init__(self, *, name: str | None = None, namespace: str | None = None) -> None:
+        super().__init__(name=None, namespace=namespace)
+        self._store = _CascadeStore()

@@ -128,3 +128,12 @@ def run_class_form(
         elif report.failed:
             outcomes["failed"][_test_name(report.nodeid)] = str(report.longrepr)
     return outcomes
+
+
+def run_class_form_output(pytester: pytest.Pytester, backend: str, *args: str) -> pytest.RunResult:
+    """The same class form, run in process for its terminal output (the summary lines, ``-rs`` reasons)."""
+    pytester.syspathinsert(HERE)
+    source = CLASS_FORM.format(backend=backend, knobs=FAST_KNOBS, factory="build", extra="", corrupt_row="put_raw_args")
+    pytester.makepyfile(test_backend_under_test=source)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    return pytester.runpytest_inprocess("-p", "no:cacheprovider", "-rs", *args)

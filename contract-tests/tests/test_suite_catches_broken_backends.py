@@ -246,3 +246,26 @@ def test_suite_catches_a_push_that_never_wakes(pytester: pytest.Pytester) -> Non
         "test_concurrent_waiters_on_one_instance_are_each_woken",
     } <= set(outcomes["failed"])
     assert "test_wait_for_job_changes_returns_by_its_timeout" not in outcomes["failed"]
+
+
+def test_suite_catches_a_backend_that_decides_the_dependency_cascade_itself(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "CascadeDecidesItself", "-k", "depend or plan_insert")
+    assert {
+        "test_a_waiting_dependent_changes_as_cores_on_dependency_finished_says",
+        "test_a_failed_dependency_cancels_its_dependents_and_theirs",
+        "test_a_cancelled_dependent_fails_its_own_dependents",
+    } <= set(outcomes["failed"])
+    assert "parent job" in outcomes["failed"]["test_a_waiting_dependent_changes_as_cores_on_dependency_finished_says"]
+    # Rows planned at enqueue follow core's rule in it, and so does counting down: those pass.
+    assert "test_a_new_row_is_stored_as_cores_plan_insert_says" not in outcomes["failed"]
+    assert {
+        "test_a_new_row_is_stored_as_cores_plan_insert_says",
+        "test_completing_the_dependency_makes_the_dependent_claimable",
+        "test_a_failed_dependency_counts_as_resolved_under_policy_run",
+    } <= set(outcomes["passed"])
+
+
+def test_the_cascade_test_fails_only_where_the_cascade_differs_from_cores(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "CascadeDecidesItself", "-k", "on_dependency_finished and (done or run)")
+    assert outcomes["failed"] == {}
+    assert set(outcomes["passed"]) == {"test_a_waiting_dependent_changes_as_cores_on_dependency_finished_says"}

@@ -41,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "soniq_worker_process: a contract scenario that runs real `soniq worker` processes"
     )
+    config.addinivalue_line(
+        "markers",
+        "soniq_role(*roles): the backend roles a contract test needs; skipped where the backend does not declare them",
+    )
 
 
 def _suite_coroutine_function(item: pytest.Function) -> Callable[..., Any] | None:
@@ -108,8 +112,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 _DESELECTED_NOTE = pytest.StashKey[str]()
 
+ROLE_REPORTS = pytest.StashKey[dict[str, Any]]()
+"""Backend class name -> `selection.RoleReport`, filled by the suite's role check as tests run."""
+
+
+_WORKER_OUTPUT_KEY = "soniq_contract_role_reports"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under pytest-xdist, hand this worker's role reports to the controller, which prints the summary."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    reports = session.config.stash.get(ROLE_REPORTS, {})
+    if workeroutput is not None and reports:
+        workeroutput[_WORKER_OUTPUT_KEY] = {
+            name: {"roles": report.roles, "skipped": dict(report.skipped)} for name, report in reports.items()
+        }
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: merge what a worker ran into the controller's role reports."""
+    received = getattr(node, "workeroutput", {}).get(_WORKER_OUTPUT_KEY)
+    if not received:
+        return
+    from soniq_contract_tests.selection import RoleReport
+
+    reports = node.config.stash.setdefault(ROLE_REPORTS, {})
+    for name, data in received.items():
+        report = reports.setdefault(name, RoleReport(data["roles"]))
+        report.skipped.update(data["skipped"])
+
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     note = config.stash.get(_DESELECTED_NOTE, None)
     if note:
         terminalreporter.write_line(note)
+    for backend_name, report in sorted(config.stash.get(ROLE_REPORTS, {}).items()):
+        for line in report.lines(backend_name):
+            terminalreporter.write_line(line)

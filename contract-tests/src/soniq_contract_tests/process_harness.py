@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from soniq import Soniq
+from soniq.backend import SchemaAdmin, has_role
 
 T = TypeVar("T")
 
@@ -194,7 +195,9 @@ def tear_down(workers: list[WorkerProcess], run: Callable[[Callable[[Soniq], Any
             worker.popen.wait(10)
 
     async def drop(app: Soniq) -> None:
-        await app.backend.drop_schema()
+        backend: Any = app.backend
+        if has_role(backend, SchemaAdmin):
+            await backend.drop_schema()
 
     try:
         run(drop)

@@ -3,9 +3,10 @@
 The backend class is the one registered for the URL's scheme in the
 ``soniq.backends`` entry-point group; ``--soniq-option key=value`` adds
 keywords to its ``from_url``. The worker processes of the real-process
-scenarios open the same URL with the same options, and for a PostgreSQL URL
-the transactional-enqueue contract opens its own asyncpg connection to it
-(both derived from the `UrlBackendFactory`, as in the class form).
+scenarios open the same URL with the same options (derived from the
+`UrlBackendFactory`, as in the class form). The corrupt-row writer and the
+caller's transaction are the ones the backend's package registers in the
+``soniq_contract_tests.fixtures`` entry-point group.
 """
 
 from __future__ import annotations

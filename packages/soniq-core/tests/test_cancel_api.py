@@ -1,4 +1,4 @@
-"""Cancelling jobs (issue 19): `app.cancel` says what happened, `app.cancel_job` keeps soniq
+"""Cancelling jobs: `app.cancel` says what happened, `app.cancel_job` keeps soniq
 0.1.0's boolean, and `soniq cancel ID` does the same from a shell.
 
 Real memory and SQLite stores; a running job is cancelled under a real worker.

@@ -1,4 +1,4 @@
-"""Job dependencies as producers use them (issue 19): `depends_on` / `dependency_policy` on
+"""Job dependencies as producers use them: `depends_on` / `dependency_policy` on
 `enqueue`, `enqueue_many` and `fn.options`, `fn.call` / `JobCall`, and `app.chain`.
 
 Real memory and SQLite stores; what a user sees: the rows' `depends_on`, `waiting_on`,

@@ -1,4 +1,4 @@
-"""Issue 27: a bad value is refused where it enters, with a `SoniqError` naming it.
+"""A bad value is refused where it enters, with a `SoniqError` naming it.
 
 Limits (count and period, every form), job timeouts, `depends_on`, every numeric setting and
 schedule intervals and cron text: each bound is refused one step past it and accepted at it.

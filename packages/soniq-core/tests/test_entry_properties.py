@@ -1,4 +1,4 @@
-"""Issue 27, as properties: every drawn value is refused where it enters, with a `SoniqError`
+"""As properties: every drawn value is refused where it enters, with a `SoniqError`
 naming it, or the job runs the same on every backend (memory, SQLite, PostgreSQL, Redis).
 
 Hypothesis draws numbers at and past each bound, NaN and infinities, huge ints, NUL and lone

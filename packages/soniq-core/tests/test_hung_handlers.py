@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from soniq import Soniq, WorkerState
+from soniq.worker.worker import Worker
 
 pytestmark = pytest.mark.asyncio
 
@@ -18,14 +19,13 @@ def make(fast_settings: dict[str, Any], **settings: Any) -> Soniq:
     return Soniq("memory://", **{**fast_settings, **settings})
 
 
-async def start(app: Soniq) -> asyncio.Task[Any]:
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
-    return task
+async def start(app: Soniq) -> tuple[Worker, asyncio.Task[Any]]:
+    worker = app.worker(install_signal_handlers=False)
+    return worker, asyncio.create_task(worker.run())
 
 
-async def stop(app: Soniq, task: asyncio.Task[Any]) -> Any:
-    assert app.current_worker is not None
-    app.current_worker.stop("test")
+async def stop(worker: Worker, task: asyncio.Task[Any]) -> Any:
+    worker.stop("test")
     return await asyncio.wait_for(task, 20)
 
 
@@ -49,7 +49,7 @@ async def test_async_handlers_that_wait_forever_time_out_and_others_run(
 
     hung = [await app.enqueue(forever) for _ in range(2)]
     ok = [await app.enqueue(quick, n=n) for n in range(5)]
-    task = await start(app)
+    worker, task = await start(app)
     for job_id in ok:
         await wait_until(lambda j=job_id: status(app, j), timeout=10)
         await wait_until(lambda j=job_id: _is(app, j, "done"), timeout=10)
@@ -58,7 +58,7 @@ async def test_async_handlers_that_wait_forever_time_out_and_others_run(
         dead = await app.dead_letter.get(job_id)
         assert dead is not None
         assert "job timed out after 0.3s" in dead["last_error"]
-    await stop(app, task)
+    await stop(worker, task)
 
 
 async def _is(app: Soniq, job_id: str, wanted: str) -> bool:
@@ -86,7 +86,7 @@ async def test_a_handler_swallowing_its_cancellation_frees_its_slot_and_ends_stu
     hung = await app.enqueue(stubborn)
     after = await app.enqueue(quick)
     caplog.set_level(logging.WARNING, logger="soniq.worker")
-    task = await start(app)
+    worker, task = await start(app)
     await wait_until(lambda: _is(app, after, "done"), timeout=10)
     dead = await app.dead_letter.get(hung)
     assert dead is not None
@@ -94,7 +94,7 @@ async def test_a_handler_swallowing_its_cancellation_frees_its_slot_and_ends_stu
     assert dead["attempts"] == 1
     assert "did not stop within 0.3s of being cancelled" in dead["last_error"]
     assert any("did not stop within" in r.getMessage() and hung in r.getMessage() for r in caplog.records)
-    summary = await stop(app, task)
+    summary = await stop(worker, task)
     assert summary.stuck_job_ids == [hung]
     release.set()
 
@@ -119,14 +119,14 @@ async def test_a_stuck_handler_with_retries_left_is_retried(fast_settings: dict[
                 continue
 
     job_id = await app.enqueue(stubborn)
-    task = await start(app)
+    worker, task = await start(app)
 
     async def retried() -> bool:
         row = await app.get_job(job_id)
         return row is not None and row["status"] == "queued" and row["attempts"] == 1
 
     await wait_until(retried, timeout=10)
-    await stop(app, task)
+    await stop(worker, task)
     release.set()
 
 
@@ -150,7 +150,7 @@ async def test_a_sync_handler_that_never_returns_loses_its_thread_but_not_the_wo
 
     hung = await app.enqueue(hangs)
     caplog.set_level(logging.WARNING, logger="soniq.worker")
-    task = await start(app)
+    worker, task = await start(app)
     await wait_until(lambda: app.dead_letter.get(hung), timeout=10)
     starved = [await app.enqueue(needs_a_thread) for _ in range(3)]
     ok = [await app.enqueue(quick, n=n) for n in range(5)]
@@ -162,8 +162,7 @@ async def test_a_sync_handler_that_never_returns_loses_its_thread_but_not_the_wo
         assert dead is not None
         assert "for a sync-pool thread and got none" in dead["last_error"]
     assert any("overran its timeout" in r.getMessage() and hung in r.getMessage() for r in caplog.records)
-    assert app.current_worker is not None
-    app.current_worker.stop("test")
+    worker.stop("test")
     gate.set()
     summary = await asyncio.wait_for(task, 20)
     assert summary.lost_thread_job_ids == [hung]
@@ -186,11 +185,10 @@ async def test_at_shutdown_a_row_past_its_deadline_is_failed_not_handed_back(
                 continue
 
     job_id = await app.enqueue(stubborn)
-    task = await start(app)
+    worker, task = await start(app)
     await asyncio.wait_for(entered.wait(), 10)
     await asyncio.sleep(0.5)  # past the 0.3 s deadline, inside the 30 s cancel grace
-    assert app.current_worker is not None
-    app.current_worker.stop("SIGTERM")
+    worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 20)
     assert summary.final_state is WorkerState.STOPPED
     assert job_id not in summary.nacked_job_ids
@@ -215,11 +213,11 @@ async def test_a_slot_held_long_without_a_deadline_is_logged(
 
     caplog.set_level(logging.WARNING, logger="soniq.worker")
     job_id = await app.enqueue(slow)
-    task = await start(app)
+    worker, task = await start(app)
     await wait_until(
         lambda: any("has held its slot" in r.getMessage() and job_id in r.getMessage() for r in caplog.records),
         timeout=10,
     )
     release.set()
-    summary = await stop(app, task)
+    summary = await stop(worker, task)
     assert summary.long_held_job_ids == [job_id]

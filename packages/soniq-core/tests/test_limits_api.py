@@ -1,4 +1,4 @@
-"""Fleet-wide limits as the app declares them (issue 19): `@app.job(max_concurrent=, rate_limit=,
+"""Fleet-wide limits as the app declares them: `@app.job(max_concurrent=, rate_limit=,
 limit_key=)`, the `queue_limits` setting, `app.group_limits()` and each row's `limit_key`.
 
 The store enforces the limits (the contract suite checks that); these tests check what core

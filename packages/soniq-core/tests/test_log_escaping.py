@@ -1,9 +1,9 @@
-"""Issue 27, item 10: a worker run by the library, under the application's own `logging` setup, prints
+"""A worker run by the library, under the application's own `logging` setup, prints
 job data escaped: no escape sequence reaches the terminal, and no line break in a job's error text
 starts a line of its own outside its traceback.
 
-Before issue 27 the error summary on ``soniq.worker`` carried the raw ESC byte (the CLI's handler
-escaped it, the application's did not).
+The error summary on ``soniq.worker`` must carry no raw ESC byte even when the application's handler,
+not the CLI's (which escapes), prints it.
 """
 
 from __future__ import annotations

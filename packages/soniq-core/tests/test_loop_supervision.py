@@ -1,4 +1,4 @@
-"""Issue 27, item 1: no internal loop of a worker dies silently.
+"""No internal loop of a worker dies silently.
 
 Real `soniq worker` processes over a real SQLite store whose claim (or re-registration) raises:
 the loop is logged with its traceback and restarted, and a loop that keeps failing past
@@ -82,7 +82,7 @@ def test_a_claim_loop_that_raises_is_logged_and_restarted(jobs_dir: Path) -> Non
 
 
 def test_a_claim_loop_that_keeps_failing_stops_the_worker_with_status_1(jobs_dir: Path) -> None:
-    # Before issue 27 this worker logged forever and never exited: the run below timed out.
+    # A worker that only logged the failure would run forever: the run below would time out.
     ran = soniq("worker", cwd=jobs_dir, env={"CLAIM_FAULTS": "-1", "SONIQ_LOOP_FAILURE_LIMIT": "1"})
     assert ran.returncode == 1, ran.stderr
     assert re.search(
@@ -95,7 +95,7 @@ def test_a_claim_loop_that_keeps_failing_stops_the_worker_with_status_1(jobs_dir
 
 
 def test_a_heartbeat_loop_that_raises_no_longer_dies_silently(jobs_dir: Path) -> None:
-    # Before issue 27 the heartbeat task died at the first failed re-registration, with nothing logged.
+    # An unsupervised heartbeat task would die at the first failed re-registration, with nothing logged.
     env = {"STALE_FAULT": "1", "SONIQ_HEARTBEAT_INTERVAL": "0.2", "SONIQ_LOOP_FAILURE_LIMIT": "2"}
     ran = soniq("worker", cwd=jobs_dir, env=env)
     assert ran.returncode == 1, ran.stderr

@@ -1,4 +1,4 @@
-"""Stale recovery writes on a lost worker's row that it stopped it, and which rows it took (issue 28)."""
+"""Stale recovery writes on a lost worker's row that it stopped it, and which rows it took."""
 
 from __future__ import annotations
 

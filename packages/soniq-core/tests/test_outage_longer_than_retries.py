@@ -56,7 +56,8 @@ async def test_a_done_write_outlasting_every_retry_delay_still_lands_while_the_w
     job_id = await app.enqueue(quick)
     outage = Outage(app.backend.complete_jobs, failures=12)  # six times the retry delays
     monkeypatch.setattr(app.backend, "complete_jobs", outage)
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     try:
         await wait_until(lambda: outage.refused >= 12, timeout=10)
         await wait_until(lambda: _is_done(app, job_id), timeout=10)
@@ -64,8 +65,7 @@ async def test_a_done_write_outlasting_every_retry_delay_still_lands_while_the_w
         assert row is not None
         assert row["status"] == "done"
     finally:
-        assert app.current_worker is not None
-        app.current_worker.stop("test")
+        worker.stop("test")
         await asyncio.wait_for(task, 20)
 
 
@@ -86,10 +86,10 @@ async def test_a_worker_stopped_during_an_endless_outage_gives_up_within_its_bud
     job_id = await app.enqueue(quick)
     outage = Outage(app.backend.complete_jobs, failures=None)
     monkeypatch.setattr(app.backend, "complete_jobs", outage)
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     await wait_until(lambda: outage.refused >= 20, timeout=10)
-    assert app.current_worker is not None
-    app.current_worker.stop("test")
+    worker.stop("test")
     # The write gives up once the stopping worker's budget is spent; the row is left for stale recovery.
     await asyncio.wait_for(task, 15)
     assert await _status(app, job_id) == "processing"
@@ -130,7 +130,8 @@ async def test_a_retry_lost_with_its_reply_is_not_applied_again_to_the_next_run(
 
     monkeypatch.setattr(app.backend, "retry_job", retry_whose_reply_is_lost)
     job_id = await app.enqueue(flaky)
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     try:
         await wait_until(lambda: _is_done(app, job_id), timeout=10)
         row = await app.get_job(job_id)
@@ -139,6 +140,5 @@ async def test_a_retry_lost_with_its_reply_is_not_applied_again_to_the_next_run(
         assert runs == [1, 2]
         assert calls == 1
     finally:
-        assert app.current_worker is not None
-        app.current_worker.stop("test")
+        worker.stop("test")
         await asyncio.wait_for(task, 20)

@@ -15,9 +15,10 @@ from soniq.params import CompleteJobsParams, RetryJobParams
 pytestmark = pytest.mark.asyncio
 
 
-async def settle_all(app: Soniq, job_ids: list[str], wait_until: Any, **worker: Any) -> None:
-    """Run a worker until no job of `job_ids` is queued-and-due or processing, then stop it."""
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False, **worker))
+async def settle_all(app: Soniq, job_ids: list[str], wait_until: Any, **options: Any) -> None:
+    """Run a worker (built with `options`) until no job of `job_ids` is queued-and-due or processing, then stop it."""
+    worker = app.worker(install_signal_handlers=False, **options)
+    task = asyncio.create_task(worker.run())
 
     async def settled() -> bool:
         for job_id in job_ids:
@@ -32,8 +33,7 @@ async def settle_all(app: Soniq, job_ids: list[str], wait_until: Any, **worker: 
     try:
         await wait_until(settled, timeout=30)
     finally:
-        assert app.current_worker is not None
-        app.current_worker.stop("test")
+        worker.stop("test")
         await asyncio.wait_for(task, 20)
 
 
@@ -133,7 +133,7 @@ async def test_unstorable_results_and_errors_fail_only_their_own_row(
 async def test_huge_backoff_is_bounded_and_the_retry_is_written(
     make_app: Callable[..., Soniq], wait_until: Any
 ) -> None:
-    # The settings' ceilings (issue 27 refuses 1e12 and 1e15 where they enter): a year each.
+    # The settings' ceilings (1e12 and 1e15 are refused where they enter): a year each.
     app = make_app(retry_backoff_base=365 * 86400.0, retry_backoff_max=365 * 86400.0)
 
     @app.job(max_retries=3)

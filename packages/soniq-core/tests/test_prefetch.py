@@ -30,14 +30,15 @@ async def test_buffered_rows_are_released_and_running_ones_nacked(
 
     ids = await app.enqueue_many(hold, [{"n": i} for i in range(8)])
     backend: Any = app.backend
-    task = asyncio.create_task(app.run_worker(concurrency=2, install_signal_handlers=False))
+    worker = app.worker(concurrency=2, install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     await wait_until(
         lambda: len(started) == 2 and sum(1 for i in ids if backend.jobs[i].status.value == "processing") == 8
     )
     # A buffered row's handler has not started, and the store knows it.
     buffered = [i for i in ids if backend.jobs[i].started_at is None]
     assert len(buffered) == 6
-    app.current_worker.stop("SIGTERM")
+    worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 10)
     assert summary.states == [
         WorkerState.RUNNING,
@@ -68,12 +69,13 @@ async def test_with_prefetch_zero_the_claim_marks_the_start(fast_settings: dict[
 
     job_id = await app.enqueue(hold)
     backend: Any = app.backend
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     await wait_until(lambda: backend.jobs[job_id].status.value == "processing")
     assert backend.jobs[job_id].started_at is not None
     gate.set()
     await wait_until(lambda: backend.jobs[job_id].status.value == "done")
-    app.current_worker.stop("stop")
+    worker.stop("stop")
     await asyncio.wait_for(task, 5)
 
 
@@ -117,7 +119,8 @@ async def test_buffered_rows_starting_together_share_one_start_write(
         return written
 
     backend.mark_started = recording
-    task = asyncio.create_task(app.run_worker(concurrency=4, install_signal_handlers=False))
+    worker = app.worker(concurrency=4, install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     await wait_until(lambda: len(started) == 4)
     gate.set()  # four slots free at once: the four buffered rows start together
     await wait_until(lambda: all(backend.jobs[i].status.value == "done" for i in ids))
@@ -125,5 +128,5 @@ async def test_buffered_rows_starting_together_share_one_start_write(
     assert sorted(i for batch in writes for i in batch) == sorted(ids)
     assert sorted(len(batch) for batch in writes)[-1] == 4
     assert all(backend.jobs[i].started_at is not None for i in ids)
-    app.current_worker.stop("stop")
+    worker.stop("stop")
     await asyncio.wait_for(task, 5)

@@ -1,8 +1,8 @@
-"""Issue 27, item 9: the `soniq_app` fixture with ``--soniq-app-url`` gives each test a store of its own.
+"""The `soniq_app` fixture with ``--soniq-app-url`` gives each test a store of its own.
 
 A user's test suite runs in a child pytest on SQLite and on PostgreSQL: the first test enqueues a
-job and leaves it, the second drains and must find nothing (before issue 27 it ran the first
-test's job). A third test checks the namespace is gone after its test.
+job and leaves it, the second drains and must find nothing (on a shared store it would run the
+first test's job). A third test checks the namespace is gone after its test.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 27, item 8: hostile values on the read commands, through a real `soniq` process.
+"""Hostile values on the read commands, through a real `soniq` process.
 
 A byte that is not UTF-8 in an argument reaches Python as a lone surrogate (``$'\\xff'`` is
 ``'\\udcff'``); a control character comes through as itself. Both used to reach the driver (a raw

@@ -11,6 +11,7 @@ import pytest
 
 from soniq import InMemoryMetricsSink, Soniq, WorkerState
 from soniq.observers import NackEvent, RecordingObserver, ShutdownNotice
+from soniq.worker.worker import Worker
 
 from .conftest import _wait_until
 
@@ -37,12 +38,12 @@ def make_app(fast_settings: dict[str, Any], **settings: Any) -> tuple[Soniq, InM
     return app, sink, observer
 
 
-async def start_worker(app: Soniq, **kwargs: Any) -> asyncio.Task[Any]:
+async def start_worker(app: Soniq, **kwargs: Any) -> tuple[Worker, asyncio.Task[Any]]:
     worker = app.worker(install_signal_handlers=False, **kwargs)
     task = asyncio.create_task(worker.run())
     store: Any = app.backend
     await _wait_until(lambda: worker.worker_id in store.workers, timeout=5)
-    return task
+    return worker, task
 
 
 async def job_row(app: Soniq, job_id: str) -> dict[str, Any]:
@@ -53,9 +54,9 @@ async def job_row(app: Soniq, job_id: str) -> dict[str, Any]:
 
 async def test_idle_stop_goes_straight_from_draining_to_stopped(fast_settings: dict[str, Any]) -> None:
     app, _, observer = make_app(fast_settings)
-    task = await start_worker(app)
+    worker, task = await start_worker(app)
     started = time.monotonic()
-    app.current_worker.stop("SIGTERM")
+    worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 5)
     assert summary.states == [R, D, S]
     assert time.monotonic() - started < 1.0
@@ -74,11 +75,11 @@ async def test_clean_drain_lets_the_running_async_job_finish(fast_settings: dict
         return "finished"
 
     job_id = await app.enqueue(slow)
-    task = await start_worker(app)
+    worker, task = await start_worker(app)
     await wait_until(lambda: job_row(app, job_id), timeout=5)
-    await wait_until(lambda: app.current_worker.in_flight, timeout=5)
-    app.current_worker.stop("SIGTERM")
-    await wait_until(lambda: app.current_worker.state is D)
+    await wait_until(lambda: worker.in_flight, timeout=5)
+    worker.stop("SIGTERM")
+    await wait_until(lambda: worker.state is D)
     release.set()
     summary = await asyncio.wait_for(task, 5)
     assert summary.states == [R, D, S]
@@ -101,12 +102,12 @@ async def test_async_force_path_nacks_with_the_seed_field_set(fast_settings: dic
 
     job_id = await app.enqueue(forever)
     backend: Any = app.backend
-    task = await start_worker(app)
-    await wait_until(lambda: job_id in app.current_worker.in_flight)
+    worker, task = await start_worker(app)
+    await wait_until(lambda: job_id in worker.in_flight)
     await wait_until(lambda: backend.jobs[job_id].status.value == "processing")
     claimed = backend.jobs[job_id]
     started = time.monotonic()
-    app.current_worker.stop("SIGTERM")
+    worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 10)
     elapsed = time.monotonic() - started
     assert summary.states == [R, D, F, S]
@@ -140,11 +141,10 @@ async def test_sync_thread_is_waited_for_past_its_grace_then_marked_done(
         return "thread returned"
 
     job_id = await app.enqueue(blocking)
-    task = await start_worker(app)
-    await wait_until(lambda: app.current_worker.threads_running)
-    app.current_worker.stop("SIGTERM")
+    worker, task = await start_worker(app)
+    await wait_until(lambda: worker.threads_running)
+    worker.stop("SIGTERM")
     await wait_until(lambda: any(isinstance(e, ShutdownNotice) for e in observer.events), timeout=5)
-    worker = app.current_worker
     assert worker.state is W
     # The worker keeps the row and keeps heartbeating while it waits.
     backend: Any = app.backend
@@ -176,10 +176,10 @@ async def test_sync_thread_returning_within_grace_is_marked_without_grace_expiry
         raise ValueError("failed after the force path")
 
     job_id = await app.enqueue(blocking)
-    task = await start_worker(app)
-    await wait_until(lambda: app.current_worker.threads_running)
-    app.current_worker.stop("SIGTERM")
-    await wait_until(lambda: app.current_worker.state is W)
+    worker, task = await start_worker(app)
+    await wait_until(lambda: worker.threads_running)
+    worker.stop("SIGTERM")
+    await wait_until(lambda: worker.state is W)
     gate.set()
     summary = await asyncio.wait_for(task, 5)
     assert summary.states == [R, D, F, W, S]
@@ -202,12 +202,12 @@ async def test_second_stop_during_draining_goes_straight_to_force(
         await asyncio.sleep(3600)
 
     job_id = await app.enqueue(forever)
-    task = await start_worker(app)
-    await wait_until(lambda: job_id in app.current_worker.in_flight)
-    app.current_worker.stop("SIGTERM")
-    await wait_until(lambda: app.current_worker.state is D)
+    worker, task = await start_worker(app)
+    await wait_until(lambda: job_id in worker.in_flight)
+    worker.stop("SIGTERM")
+    await wait_until(lambda: worker.state is D)
     started = time.monotonic()
-    app.current_worker.stop("SIGTERM")
+    worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 10)
     assert time.monotonic() - started < 5
     assert summary.states == [R, D, F, S]
@@ -227,13 +227,13 @@ async def test_claimed_sync_job_waiting_for_a_permit_takes_the_async_branch(
         return n
 
     first = await app.enqueue(blocking, n=1)
-    task = await start_worker(app, concurrency=2)
-    await wait_until(lambda: app.current_worker.threads_running)
+    worker, task = await start_worker(app, concurrency=2)
+    await wait_until(lambda: worker.threads_running)
     second = await app.enqueue(blocking, n=2)
-    await wait_until(lambda: second in app.current_worker.in_flight)
-    await wait_until(lambda: app.current_worker.phase_of(second).value == "waiting_permit")
-    app.current_worker.stop("SIGTERM")
-    await wait_until(lambda: app.current_worker.state is W)
+    await wait_until(lambda: second in worker.in_flight)
+    await wait_until(lambda: worker.phase_of(second).value == "waiting_permit")
+    worker.stop("SIGTERM")
+    await wait_until(lambda: worker.state is W)
     gate.set()
     summary = await asyncio.wait_for(task, 5)
     assert summary.states == [R, D, F, W, S]
@@ -254,9 +254,9 @@ async def test_job_timeout_during_draining_fails_the_job_and_counts_an_attempt(
         await asyncio.sleep(3600)
 
     job_id = await app.enqueue(forever)
-    task = await start_worker(app)
-    await wait_until(lambda: job_id in app.current_worker.in_flight)
-    app.current_worker.stop("SIGTERM")
+    worker, task = await start_worker(app)
+    await wait_until(lambda: job_id in worker.in_flight)
+    worker.stop("SIGTERM")
     summary = await asyncio.wait_for(task, 5)
     assert summary.states == [R, D, S]
     row = await job_row(app, job_id)
@@ -274,10 +274,10 @@ async def test_no_claims_while_draining(fast_settings: dict[str, Any], wait_unti
         await release.wait()
 
     first = await app.enqueue(slow)
-    task = await start_worker(app, concurrency=4)
-    await wait_until(lambda: first in app.current_worker.in_flight)
-    app.current_worker.stop("SIGTERM")
-    await wait_until(lambda: app.current_worker.state is D)
+    worker, task = await start_worker(app, concurrency=4)
+    await wait_until(lambda: first in worker.in_flight)
+    worker.stop("SIGTERM")
+    await wait_until(lambda: worker.state is D)
     late = await app.enqueue(slow)
     await asyncio.sleep(0.2)  # several poll intervals in which a claim would have happened
     assert (await job_row(app, late))["status"] == "queued"
@@ -300,10 +300,10 @@ async def test_nacks_never_spend_the_retry_budget(fast_settings: dict[str, Any],
 
     job_id = await app.enqueue(eventually)
     for _ in range(3):
-        task = await start_worker(app)
-        await wait_until(lambda: job_id in app.current_worker.in_flight)
+        worker, task = await start_worker(app)
+        await wait_until(lambda started=worker: job_id in started.in_flight)
         await wait_until(lambda: runs["n"] >= 1)
-        app.current_worker.stop("SIGTERM")
+        worker.stop("SIGTERM")
         summary = await asyncio.wait_for(task, 5)
         assert summary.nacked_job_ids == [job_id]
         row = await job_row(app, job_id)

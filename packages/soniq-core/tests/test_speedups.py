@@ -1,4 +1,4 @@
-"""The `speed` extra (issue 18): `soniq worker` on uvloop, stored JSON decoded by orjson, nothing else changed."""
+"""The `speed` extra: `soniq worker` on uvloop, stored JSON decoded by orjson, nothing else changed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`app.wait_for(job_id, timeout=None)` (issue 19): the result of a finished job, the job's
+"""`app.wait_for(job_id, timeout=None)`: the result of a finished job, the job's
 fate as an exception otherwise, across two apps sharing a store, with one waiter task per
 process however many jobs are waited for.
 

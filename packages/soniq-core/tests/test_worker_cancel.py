@@ -1,4 +1,4 @@
-"""Cancelling a running job (issue 19), on the worker's side: what each kind of run does with a request.
+"""Cancelling a running job, on the worker's side: what each kind of run does with a request.
 
 Every test runs a real worker on the memory backend and asks through `app.cancel` (the store's
 `request_cancel`) or the backend itself, as another process would; the rows say what happened.
@@ -28,6 +28,7 @@ from soniq.worker._runs import JobRun
 from soniq.worker._table import RunTable
 from soniq.worker.cancel_watch import CancelWatcher, Delivery, deliver
 from soniq.worker.state import RunPhase
+from soniq.worker.worker import Worker
 
 pytestmark = pytest.mark.asyncio
 
@@ -53,15 +54,14 @@ async def until(condition: Any, what: str, timeout: float = 10.0) -> None:
         await asyncio.sleep(0.005)
 
 
-async def start(app: Soniq) -> asyncio.Task[Any]:
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
-    await until(lambda: app.current_worker is not None, "the worker")
-    return task
+async def start(app: Soniq) -> tuple[Worker, asyncio.Task[Any]]:
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
+    return worker, task
 
 
-async def stop(app: Soniq, task: asyncio.Task[Any]) -> Any:
-    assert app.current_worker is not None
-    app.current_worker.stop("test")
+async def stop(worker: Worker, task: asyncio.Task[Any]) -> Any:
+    worker.stop("test")
     return await asyncio.wait_for(task, 20)
 
 
@@ -97,7 +97,7 @@ async def test_a_running_async_handler_is_cancelled_and_the_row_ends_cancelled_u
             unwound.set()
 
     job_id = await app.enqueue(forever)
-    task = await start(app)
+    worker, task = await start(app)
     await asyncio.wait_for(started.wait(), 10)
     began = time.monotonic()
     assert await app.cancel(job_id) is CancelOutcome.REQUESTED
@@ -111,7 +111,7 @@ async def test_a_running_async_handler_is_cancelled_and_the_row_ends_cancelled_u
     (end,) = ends.ends
     assert (end.outcome, end.reason, end.error) == (JobOutcome.CANCELLED, "cancel_requested", None)
     assert not end.outcome.failed
-    summary = await stop(app, task)
+    summary = await stop(worker, task)
     assert summary.final_state is WorkerState.STOPPED
     assert not summary.unsettled_job_ids
 
@@ -131,7 +131,7 @@ async def test_a_sync_handler_sees_cancel_requested_and_its_row_ends_cancelled_w
         return "stopped early"
 
     job_id = await app.enqueue(polite)
-    task = await start(app)
+    worker, task = await start(app)
     await asyncio.to_thread(running.wait, 10)
     assert await app.cancel(job_id) is CancelOutcome.REQUESTED
     done = await settled(app, job_id)
@@ -140,7 +140,7 @@ async def test_a_sync_handler_sees_cancel_requested_and_its_row_ends_cancelled_w
     assert done["last_error"] == (
         "cancelled by request: the sync handler returned after ctx.cancel_requested became true"
     )
-    await stop(app, task)
+    await stop(worker, task)
 
 
 async def test_a_sync_handler_that_cannot_see_the_request_still_ends_cancelled_when_it_returns(
@@ -156,11 +156,9 @@ async def test_a_sync_handler_that_cannot_see_the_request_still_ends_cancelled_w
         raise RuntimeError("interrupted work")
 
     job_id = await app.enqueue(plain)
-    task = await start(app)
+    worker, task = await start(app)
     await asyncio.to_thread(running.wait, 10)
     assert await app.cancel(job_id) is CancelOutcome.REQUESTED
-    worker = app.current_worker
-    assert worker is not None
     run = worker.runs.get(job_id)
     assert run is not None
     deadline = time.monotonic() + 5
@@ -174,7 +172,7 @@ async def test_a_sync_handler_that_cannot_see_the_request_still_ends_cancelled_w
     assert (done["status"], done["attempts"]) == ("cancelled", 0)
     assert "the sync handler raised RuntimeError" in done["last_error"]
     assert await app.dead_letter.get(job_id) is None
-    await stop(app, task)
+    await stop(worker, task)
 
 
 async def test_a_cancel_that_loses_the_race_with_completion_leaves_the_row_done(
@@ -196,7 +194,7 @@ async def test_a_cancel_that_loses_the_race_with_completion_leaves_the_row_done(
 
     job_id = await app.enqueue(quick)
     caplog.set_level(logging.INFO, logger="soniq.worker")
-    task = await start(app)
+    worker, task = await start(app)
     await asyncio.wait_for(returned.wait(), 10)
     assert await app.cancel(job_id) is CancelOutcome.REQUESTED
     deadline = time.monotonic() + 5
@@ -206,7 +204,7 @@ async def test_a_cancel_that_loses_the_race_with_completion_leaves_the_row_done(
     release.set()
     done = await settled(app, job_id)
     assert (done["status"], done["result"], done["cancel_requested"]) == ("done", "made it", True)
-    await stop(app, task)
+    await stop(worker, task)
 
 
 async def test_a_row_claimed_with_a_request_that_outlived_a_nack_is_cancelled_without_running(
@@ -226,12 +224,12 @@ async def test_a_row_claimed_with_a_request_that_outlived_a_nack_is_cancelled_wi
     assert await backend.request_cancel(RequestCancelParams(job_id=job_id)) is CancelOutcome.REQUESTED
     assert await backend.nack_job(NackJobParams(job_id=job_id, worker_id="gone"))
     assert (await row(app, job_id))["status"] == "queued"
-    task = await start(app)
+    worker, task = await start(app)
     done = await settled(app, job_id)
     assert calls == []
     assert (done["status"], done["attempts"]) == ("cancelled", 0)
     assert done["last_error"].startswith("cancelled by request before its handler started")
-    await stop(app, task)
+    await stop(worker, task)
     assert [e.outcome for e in ends.ends] == [JobOutcome.CANCELLED]
 
 
@@ -249,9 +247,7 @@ async def test_a_prefetched_row_with_a_request_is_cancelled_without_running(fast
 
     first = await app.enqueue(step, tag="first")
     second = await app.enqueue(step, tag="second")
-    task = await start(app)
-    worker = app.current_worker
-    assert worker is not None
+    worker, task = await start(app)
     deadline = time.monotonic() + 5
     while worker.runs.buffered_run(second) is None:
         assert time.monotonic() < deadline, "the second row was never prefetched"
@@ -263,7 +259,7 @@ async def test_a_prefetched_row_with_a_request_is_cancelled_without_running(fast
     release.set()
     assert (await settled(app, first))["status"] == "done"
     assert ran == ["first"]
-    await stop(app, task)
+    await stop(worker, task)
 
 
 async def test_a_job_cancelled_while_the_worker_drains_ends_cancelled_not_nacked(
@@ -278,10 +274,8 @@ async def test_a_job_cancelled_while_the_worker_drains_ends_cancelled_not_nacked
         await asyncio.sleep(3600)
 
     job_id = await app.enqueue(forever)
-    task = await start(app)
+    worker, task = await start(app)
     await asyncio.wait_for(started.wait(), 10)
-    worker = app.current_worker
-    assert worker is not None
     worker.stop("test")
     await until(lambda: worker.state is WorkerState.DRAINING, "DRAINING")
     assert await app.cancel(job_id) is CancelOutcome.REQUESTED

@@ -213,10 +213,10 @@ async def test_a_routine_sigterm_is_info_and_a_drain_says_what_it_waits_for(
 
     caplog.set_level(logging.INFO, logger="soniq.worker")
     job_id = await app.enqueue(transcode)
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
-    assert app.current_worker is not None
-    app.current_worker.stop("SIGTERM")
+    worker.stop("SIGTERM")
     await wait_until(
         lambda: len([m for m in messages(caplog, "soniq.worker") if "draining: waiting for 1 job(s)" in m]) >= 2,
         timeout=10,
@@ -243,10 +243,9 @@ async def test_cancelling_the_worker_task_goes_through_the_shutdown_states(
 
     caplog.set_level(logging.INFO, logger="soniq.worker")
     job_id = await app.enqueue(long_running)
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     await asyncio.wait_for(started.wait(), 10)
-    worker = app.current_worker
-    assert worker is not None
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 10)

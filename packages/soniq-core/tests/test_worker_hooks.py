@@ -62,17 +62,18 @@ async def test_started_carries_the_app_and_the_worker_s_own_sweep_is_reported(
     claimed = await backend.claim_jobs(ClaimJobsParams(worker_id="gone", queues=None, limit=1, mark_started=True))
     assert [row.id for row in claimed] == [job_id]
     backend.age_worker("gone", 3600)
-    task = asyncio.ensure_future(app.run_worker(queues=["default"], install_signal_handlers=False))
+    worker = app.worker(queues=["default"], install_signal_handlers=False)
+    task = asyncio.ensure_future(worker.run())
     try:
         await wait_until(lambda: hooks.recoveries, timeout=10)
     finally:
-        app.current_worker.stop()
+        worker.stop()
         await asyncio.wait_for(task, 10)
     (started,) = hooks.started
     assert started.app is app
-    assert started.worker_id == app.current_worker.worker_id
+    assert started.worker_id == worker.worker_id
     assert started.queues == ("default",)
-    assert started.concurrency == app.current_worker.concurrency
+    assert started.concurrency == worker.concurrency
     (recovery,) = hooks.recoveries
     assert recovery.worker_id == started.worker_id
     assert recovery.result.stale_workers == ("gone",)

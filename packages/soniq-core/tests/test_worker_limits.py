@@ -1,4 +1,4 @@
-"""Fleet-wide limits (issue 19), on the worker's side: every claim carries the app's limits, a
+"""Fleet-wide limits, on the worker's side: every claim carries the app's limits, a
 claim held back by them does not spin, and without limits the claim is the plain one."""
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class ClaimSpy:
 
 
 async def run_until_done(app: Soniq, ids: list[str], *, timeout: float = 20.0) -> None:
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     deadline = time.monotonic() + timeout
     try:
         while True:
@@ -43,8 +44,7 @@ async def run_until_done(app: Soniq, ids: list[str], *, timeout: float = 20.0) -
             assert time.monotonic() < deadline, f"not all done after {timeout}s: {rows}"
             await asyncio.sleep(0.01)
     finally:
-        assert app.current_worker is not None
-        app.current_worker.stop("test")
+        worker.stop("test")
         await asyncio.wait_for(task, 20)
 
 
@@ -82,7 +82,8 @@ async def test_a_claim_held_back_by_a_limit_does_not_spin(fast_settings: dict[st
 
     spy = ClaimSpy(app)
     ids = await app.enqueue_many(held, [{"n": n} for n in range(3)])
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     await asyncio.sleep(1.0)  # one row runs, two are held back by the limit, three slots stay free
     claims_while_held = len(spy.calls)
     release.set()
@@ -90,8 +91,7 @@ async def test_a_claim_held_back_by_a_limit_does_not_spin(fast_settings: dict[st
     while [(await app.get_job(i) or {}).get("status") for i in ids] != ["done"] * len(ids):
         assert time.monotonic() < deadline
         await asyncio.sleep(0.01)
-    assert app.current_worker is not None
-    app.current_worker.stop("test")
+    worker.stop("test")
     await asyncio.wait_for(task, 20)
     # About one claim per poll_interval (20 in a second), never a busy loop.
     print(f"claims in 1s while held back: {claims_while_held}")

@@ -42,7 +42,8 @@ async def test_a_worker_leaves_other_names_alone_and_reports_its_own(
 
     stranger = await producer.enqueue(new_job)
     known = await worker_app.enqueue(old_job)
-    task = asyncio.create_task(worker_app.run_worker(install_signal_handlers=False))
+    worker = worker_app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
 
     async def known_done() -> bool:
         row = await worker_app.get_job(known)
@@ -52,8 +53,7 @@ async def test_a_worker_leaves_other_names_alone_and_reports_its_own(
     backend = await worker_app.connected_backend()
     workers = await backend.list_workers()
     assert [w.job_names for w in workers] == [("deploy.old_job",)]
-    assert worker_app.current_worker is not None
-    worker_app.current_worker.stop("test")
+    worker.stop("test")
     await asyncio.wait_for(task, 10)
     row = await producer.get_job(stranger)
     assert row is not None
@@ -74,10 +74,10 @@ async def test_names_no_live_worker_registers_expire_to_the_dead_letter_table(
     async def mine() -> None: ...
 
     job_id = await producer.enqueue(orphan)
-    task = asyncio.create_task(worker_app.run_worker(install_signal_handlers=False))
+    worker = worker_app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     await wait_until(lambda: producer.dead_letter.get(job_id), timeout=15)
-    assert worker_app.current_worker is not None
-    worker_app.current_worker.stop("test")
+    worker.stop("test")
     await asyncio.wait_for(task, 10)
     dead = await producer.dead_letter.get(job_id)
     assert dead is not None
@@ -111,7 +111,8 @@ async def test_nothing_expires_while_a_live_worker_has_not_reported_its_names(
         return await real_list_workers()
 
     backend.list_workers = list_workers  # type: ignore[method-assign]
-    task = asyncio.create_task(app.run_worker(install_signal_handlers=False))
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
     own = await app.enqueue(ours)
 
     async def own_done() -> bool:
@@ -121,8 +122,7 @@ async def test_nothing_expires_while_a_live_worker_has_not_reported_its_names(
     await wait_until(own_done, timeout=10)
     # Several sweeps look at the workers while the old one's heartbeat is still fresh (1 s window).
     await wait_until(lambda: len(looked) >= 3, timeout=10)
-    assert app.current_worker is not None
-    app.current_worker.stop("test")
+    worker.stop("test")
     await asyncio.wait_for(task, 10)
     assert await app.dead_letter.get(job_id) is None
 
@@ -145,7 +145,7 @@ async def test_a_row_of_an_unknown_name_from_a_store_ignoring_job_names_is_hande
     real_claim = backend.claim_jobs
 
     async def claim_ignoring_names(params: ClaimJobsParams) -> list[Any]:
-        # What a backend written for protocol 2 without `job_names` does.
+        # What a backend that ignores `job_names` does.
         claimed: list[Any] = await real_claim(dataclasses.replace(params, job_names=None))
         return claimed
 

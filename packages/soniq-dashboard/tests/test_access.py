@@ -1,4 +1,4 @@
-"""Issue 27 as an attacker tries it: a rebound Host, no read key, secrets in job data, a planted driver, bad URLs.
+"""What an attacker tries: a rebound Host, no read key, secrets in job data, a planted driver, bad URLs.
 
 Each test runs a real `soniq dashboard` process against a real store (SQLite, and PostgreSQL where
 the store decides the outcome) and checks what the attacker, or the operator, sees.

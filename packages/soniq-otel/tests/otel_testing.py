@@ -68,20 +68,16 @@ def with_observer(app: Soniq, observer: Any) -> Soniq:
 
 
 class RunningWorker:
-    """`app.run_worker` in a task, with the test driving its stop."""
+    """A worker from `app.worker` running in a task, with the test driving its stop."""
 
     def __init__(self, app: Soniq, **kwargs: Any) -> None:
         self.app = app
-        self.task: asyncio.Task[Any] = asyncio.create_task(app.run_worker(install_signal_handlers=False, **kwargs))
-
-    async def started(self) -> Any:
-        await wait_until(lambda: self.app.current_worker is not None or self.task.done())
-        return self.app.current_worker
+        self.worker = app.worker(install_signal_handlers=False, **kwargs)
+        self.task: asyncio.Task[Any] = asyncio.create_task(self.worker.run())
 
     async def stop(self, *, times: int = 1) -> None:
-        worker = await self.started()
         for _ in range(times):
-            worker.stop("SIGTERM")
+            self.worker.stop("SIGTERM")
 
     async def summary(self, timeout: float = 15.0) -> Any:
         return await asyncio.wait_for(self.task, timeout)

@@ -56,12 +56,12 @@ async def test_clean_drain(tracing: Tracing, app: Soniq) -> None:
         await release.wait()
 
     job_id = await app.enqueue(steady)
-    worker = RunningWorker(app)
+    running = RunningWorker(app)
     await asyncio.wait_for(started.wait(), 10)
-    await worker.stop()
-    await wait_until(lambda: app.current_worker.state is WorkerState.DRAINING)
+    await running.stop()
+    await wait_until(lambda: running.worker.state is WorkerState.DRAINING)
     release.set()
-    summary = await worker.summary()
+    summary = await running.summary()
 
     root, steps = check_shape(tracing, summary.worker_id)
     assert edges(steps) == [("RUNNING", "DRAINING"), ("DRAINING", "STOPPED")]
@@ -190,12 +190,12 @@ async def test_second_signal_skips_the_rest_of_draining(tracing: Tracing) -> Non
 
     try:
         job_id = await app.enqueue(endless)
-        worker = RunningWorker(app)
+        running = RunningWorker(app)
         await asyncio.wait_for(started.wait(), 10)
-        await worker.stop()
-        await wait_until(lambda: app.current_worker.state is WorkerState.DRAINING)
-        app.current_worker.stop("SIGTERM")
-        summary = await worker.summary()
+        await running.stop()
+        await wait_until(lambda: running.worker.state is WorkerState.DRAINING)
+        running.worker.stop("SIGTERM")
+        summary = await running.summary()
 
         root, steps = check_shape(tracing, summary.worker_id)
         assert edges(steps) == [

@@ -140,7 +140,7 @@ async def test_transaction_pooling_is_detected_and_turns_off_what_it_breaks(boun
     assert backend.options.statement_cache_size == 0
     assert backend.options.listen is False
     assert backend.capabilities.push_wakeup is False
-    # No LISTEN behind the pooler: job changes are polled by core too (protocol 4).
+    # No LISTEN behind the pooler: job changes are polled by core too.
     assert backend.capabilities.push_job_changes is False
     job = _job()
     await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))

@@ -1,7 +1,7 @@
 """A schema made by an older soniq-postgres upgrades to the latest migration, keeping its rows:
 from version 1 (through `job_names`, 2), from version 2 (worker state and dashboard indexes, 3) and from version 3,
 up to schedules, the leader lease and `expires_at` (4), dedup keys with producer ids (5), and from
-version 5 to protocol 4's dependencies, limits, cancel requests and watched rows (6), and from version 6 to
+version 5 to dependencies, limits, cancel requests and watched rows (6), and from version 6 to
 the claim-only indexing of queued rows (7)."""
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from soniq.observers import JobEndEvent, JobStartEvent, RecoveryEvent, ScheduleF
 from soniq.params import Rescue, RescueAction
 from soniq.records import DeadLetterReason, JobRecord, JobStatus, RecoveryResult
 from soniq.worker.state import RunPhase
+from soniq.worker.worker import Worker
 from soniq_prometheus import PrometheusMetricsSink, find_sink
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
@@ -37,12 +38,12 @@ def new_sink() -> PrometheusMetricsSink:
     return PrometheusMetricsSink(registry=CollectorRegistry(), queue_cache_seconds=0)
 
 
-async def start(app: Soniq, running: str, phase: RunPhase) -> asyncio.Task[Any]:
-    """A worker task, once the row `running` is in `phase` on it (its handler started)."""
-    previous = app.current_worker
-    task = asyncio.ensure_future(app.run_worker(install_signal_handlers=False))
-    await wait_until(lambda: app.current_worker is not previous and app.current_worker.phase_of(running) is phase)
-    return task
+async def start(app: Soniq, running: str, phase: RunPhase) -> tuple[Worker, asyncio.Task[Any]]:
+    """A new worker and its task, once the row `running` is in `phase` on it (its handler started)."""
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.ensure_future(worker.run())
+    await wait_until(lambda: worker.phase_of(running) is phase)
+    return worker, task
 
 
 async def test_a_drained_shutdown_is_counted_with_its_duration() -> None:
@@ -79,8 +80,8 @@ async def test_forced_and_waited_for_threads_outcomes() -> None:
         release.wait(30)
 
     stuck_id = await app.enqueue(stuck)
-    task = await start(app, stuck_id, RunPhase.RUNNING_ASYNC)
-    app.current_worker.stop()
+    worker, task = await start(app, stuck_id, RunPhase.RUNNING_ASYNC)
+    worker.stop()
     await asyncio.wait_for(task, 20)
     s = read_registry(sink.registry)
     assert value(s, "soniq_shutdowns_total", outcome="forced") == 1
@@ -93,8 +94,8 @@ async def test_forced_and_waited_for_threads_outcomes() -> None:
 
     assert await app.cancel_job(stuck_id)
     blocking_id = await app.enqueue(blocking)
-    task = await start(app, blocking_id, RunPhase.RUNNING_SYNC)
-    app.current_worker.stop()
+    worker, task = await start(app, blocking_id, RunPhase.RUNNING_SYNC)
+    worker.stop()
     await wait_until(lambda: value(read_registry(sink.registry), "soniq_worker_state", state="WAIT_FOR_THREAD") == 1)
     release.set()
     await asyncio.wait_for(task, 20)

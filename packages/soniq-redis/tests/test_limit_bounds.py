@@ -1,4 +1,4 @@
-"""Issue 27: the Redis claim refuses exactly the limit values core refuses, and enforces the bounds.
+"""The Redis claim refuses exactly the limit values core refuses, and enforces the bounds.
 
 Core checks every limit at decoration (`soniq.limits`); this store's own check is the same
 function, so a limit core accepts is claimed with, and one past a bound is refused the same way

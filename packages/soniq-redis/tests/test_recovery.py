@@ -24,6 +24,7 @@ from soniq.params import (
     GetDeadLetterParams,
     GetJobParams,
     JobResult,
+    MarkStartedParams,
     QueueStatsParams,
     RegisterWorkerParams,
     Rescue,
@@ -140,6 +141,33 @@ async def test_a_stopped_owners_recently_updated_rows_are_left_alone(backend: Re
 
     assert (scan.stale_workers, scan.orphaned) == ((), ())
     assert (await backend.get_job(GetJobParams(job_id=row.id))) == row
+
+
+async def test_a_row_whose_start_was_marked_between_find_and_rescue_is_not_released(
+    backend: RedisBackend, make_job: Any
+) -> None:
+    """Seen on the Redis Cluster chaos run: a prefetched row was read unstarted by a sweep, so core decided
+    to release it with its attempts kept; its worker's start mark landed before the rescue, the handler
+    ran, and the release went through, so that run's failure was never counted. The mark moves
+    updated_at, which the rescue is fenced on, as on every other backend."""
+    await backend.enqueue_jobs(EnqueueJobsParams(jobs=[make_job()]))
+    worker = WorkerInfo(id="prefetching", hostname="h", pid=1, queues=None, concurrency=1)
+    await backend.register_worker(RegisterWorkerParams(worker=worker))
+    [row] = await backend.claim_jobs(ClaimJobsParams(worker_id="prefetching", queues=None, limit=1, mark_started=False))
+    scan = await backend.find_stale_jobs(FindStaleJobsParams(heartbeat_timeout=0.0))
+    [read] = scan.orphaned
+    assert read.started_at is None
+    assert await backend.mark_started(MarkStartedParams(worker_id="prefetching", job_ids=[row.id])) == {row.id}
+
+    rescue = decide_rescue(read, policy=StaleJobPolicy.REQUEUE, heartbeat_timeout=0.0)
+    assert rescue.action is RescueAction.RELEASE
+    assert await backend.rescue_jobs(RescueJobsParams(rescues=[rescue])) == set()
+
+    started = await backend.get_job(GetJobParams(job_id=row.id))
+    assert started is not None
+    assert (started.status, started.worker_id, started.attempts) == (JobStatus.PROCESSING, "prefetching", 0)
+    assert started.started_at is not None
+    assert started.updated_at > read.updated_at
 
 
 async def test_a_row_the_old_owner_finished_between_find_and_rescue_is_left_alone(

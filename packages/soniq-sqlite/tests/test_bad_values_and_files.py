@@ -1,5 +1,5 @@
 """One bad value never strands others; only a closed connection is "unavailable"; the file is
-private, never created through a dangling link, and created only when allowed (issue 17)."""
+private, never created through a dangling link, and created only when allowed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A producer that forgets ``close()`` exits, and one app serves several event loops (issue 21)."""
+"""A producer that forgets ``close()`` exits, and one app serves several event loops."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """A file made by an older soniq-sqlite upgrades to the latest schema version, keeping its rows:
 from version 1 (through `job_names`, 2), from version 2 (worker state and dashboard indexes, 3) and from version 3,
-up to schedules, the leader lease and `soniq_jobs.expires_at` (4), and on to 6 (test_protocol4.py)."""
+up to schedules, the leader lease and `soniq_jobs.expires_at` (4), and on to 6
+(test_dependencies_cancels_and_limits.py)."""
 
 from __future__ import annotations
 

@@ -9,8 +9,12 @@ A backend package runs it by subclassing and overriding one fixture::
 
 The factory takes a namespace and returns an unconnected backend; the suite
 connects it, runs `setup`, checks it is empty, and after the test runs
-`drop_schema` and `close`. Every test makes its own namespace, so the suite is
-safe in any order and under pytest-xdist.
+`close` (and `drop_schema` first, where the backend declares `SchemaAdmin`).
+A test needing a role the backend does not declare is skipped ("<Backend>
+does not declare <Role>"; `soniq_contract_tests.selection`), and the
+terminal summary names the backend's roles and what was skipped. Every
+test makes its own namespace, so the suite is safe in any order and under
+pytest-xdist.
 
 Optional fixtures a subclass may override (each says, when a test needs it
 and it is missing, which one to override): `soniq_worker_url` (the URL a
@@ -18,17 +22,29 @@ and it is missing, which one to override): `soniq_worker_url` (the URL a
 `UrlBackendFactory`), `soniq_transaction` (a driver transaction, for the
 transactional-enqueue contract), `soniq_unservable_worker` (a worker shape
 `prepare_worker` must refuse) and `soniq_corrupt_row` (overwrites a row's
-stored args with raw text, for the corrupt-row contract).
+stored args with raw text, for the corrupt-row contract). The last two
+default to what the backend's package registers in the entry-point group
+``soniq_contract_tests.fixtures`` (`soniq_contract_tests.backend_fixtures`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from soniq_contract_tests.harness import BackendFactory, ContractHarness
+from soniq.backend import Backend, declared_roles
+from soniq_contract_tests.backend_fixtures import CorruptRowWriter, TransactionFactory
+from soniq_contract_tests.harness import BackendFactory, ContractHarness, fresh_namespace
+from soniq_contract_tests.plugin import ROLE_REPORTS
+from soniq_contract_tests.selection import (
+    ROLE_MARK,
+    RoleReport,
+    missing_roles,
+    not_declared_reason,
+    roles_for_test,
+)
 from soniq_contract_tests.suite.cancel_running import CancelRunningContract  # issue 19
 from soniq_contract_tests.suite.claim import ClaimContract
-from soniq_contract_tests.suite.corrupt_rows import CorruptRowContract, CorruptRowWriter
+from soniq_contract_tests.suite.corrupt_rows import CorruptRowContract
 from soniq_contract_tests.suite.dead_letter import DeadLetterContract
 from soniq_contract_tests.suite.dead_letter_bulk import DeadLetterBulkContract
 from soniq_contract_tests.suite.dedup import DedupContract
@@ -57,7 +73,7 @@ from soniq_contract_tests.suite.schema_status import SchemaStatusContract  # com
 from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
 from soniq_contract_tests.suite.status_rule import StatusRuleContract
-from soniq_contract_tests.suite.transactional_enqueue import TransactionalEnqueueContract, TransactionFactory
+from soniq_contract_tests.suite.transactional_enqueue import TransactionalEnqueueContract
 from soniq_contract_tests.suite.worker_processes import WorkerProcessContract
 from soniq_contract_tests.suite.workers import PrepareWorkerContract, WaitForJobsContract, WorkerContract
 
@@ -129,3 +145,27 @@ class BackendContractSuite(
         return ContractHarness(
             soniq_backend_factory, heartbeat_timeout=self.heartbeat_timeout, stale_deadline=self.stale_deadline
         )
+
+    @pytest.fixture
+    def soniq_backend_probe(self, soniq_backend_factory: BackendFactory) -> Backend:
+        """A backend from the factory, never connected: what the suite asks before a test (its class,
+        its capabilities) it asks this one."""
+        return soniq_backend_factory(fresh_namespace())
+
+    @pytest.fixture(autouse=True)
+    def _soniq_declared_roles(self, request: pytest.FixtureRequest, soniq_backend_probe: Backend) -> None:
+        """Skip a test that needs a role the backend does not declare (`soniq_contract_tests.selection`)."""
+        marker = request.node.get_closest_marker(ROLE_MARK)
+        function = request.function
+        needed = roles_for_test(function.__module__, function.__name__, tuple(marker.args) if marker else None)
+        name = type(soniq_backend_probe).__name__
+        reports = request.config.stash.setdefault(ROLE_REPORTS, {})
+        report = reports.get(name)
+        if report is None:
+            report = reports[name] = RoleReport(soniq_backend_probe.capabilities.describe_roles())
+        if needed is None:
+            return
+        missing = missing_roles(needed, declared_roles(soniq_backend_probe))
+        if missing:
+            report.skipped.update(missing)
+            pytest.skip(not_declared_reason(name, missing))

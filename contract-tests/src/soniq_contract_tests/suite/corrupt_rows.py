@@ -7,20 +7,24 @@ object. One such row must not fail the claim that takes it with good rows
 whole table.
 
 The suite cannot write such a row through the protocol (enqueue refuses it),
-so the backend's author provides the optional fixture `soniq_corrupt_row`:
+so the backend lends it a writer: the optional fixture `soniq_corrupt_row`,
 an async callable ``(backend, job_id, raw_args) -> None`` that overwrites the
-stored args of an existing queued row with `raw_args`, as text. For the URL
-form it is looked up by the URL's scheme in `CORRUPT_ROW_WRITERS` (see
-`register_corrupt_row_writer`); without one the tests skip, naming the fixture.
+stored args of an existing queued row with `raw_args`, as text. By default it
+is the ``corrupt_row`` the backend's package registers in the entry-point
+group ``soniq_contract_tests.fixtures`` (see `soniq_contract_tests.backend_fixtures`);
+a class form may override the fixture instead. Without either the tests skip,
+naming the fixture.
+
+`memory_corrupt_row` below is the worked example: the memory backend's writer,
+registered here for ``soniq_memory.backend:MemoryBackend`` behind every other
+registration (soniq-memory registers the same through its entry point).
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -34,6 +38,7 @@ from soniq.params import (
     ListJobsParams,
 )
 from soniq.records import DeadLetterReason, JobStatus
+from soniq_contract_tests.backend_fixtures import ContractFixtures, CorruptRowWriter, fixtures_for_class
 from soniq_contract_tests.harness import (
     BackendFactory,
     ContractHarness,
@@ -43,14 +48,9 @@ from soniq_contract_tests.harness import (
     unique_queue,
 )
 
-CorruptRowWriter = Callable[[Backend, str, str], Awaitable[None]]
-"""``await writer(backend, job_id, raw_args)``: the stored args of that queued row become `raw_args`, verbatim."""
-
-CORRUPT_ROW_WRITERS: dict[str, Callable[[UrlBackendFactory], CorruptRowWriter]] = {}
-"""URL scheme -> builds the `soniq_corrupt_row` writer for a `UrlBackendFactory` of that scheme."""
-
 MISSING_WRITER = (
-    "the corrupt-row contract needs a way to store args the protocol refuses: override the fixture "
+    "the corrupt-row contract needs a way to store args the protocol refuses: register a corrupt_row "
+    "writer for {backend} in the entry-point group soniq_contract_tests.fixtures, or override the fixture "
     "soniq_corrupt_row in {cls} (an async callable (backend, job_id, raw_args: str) -> None that overwrites "
     "the stored args of an existing queued row with that raw text)"
 )
@@ -63,107 +63,101 @@ RAW_ARGS: dict[str, str] = {
 }
 
 
+async def memory_corrupt_row(backend: Backend, job_id: str, raw_args: str) -> None:
+    """The worked example: the memory store keeps raw args through its public test API."""
+    put_raw_args: Callable[[str, str], None] = getattr(backend, "put_raw_args")  # noqa: B009
+    put_raw_args(job_id, raw_args)
+
+
+MEMORY_EXAMPLE = ContractFixtures(
+    "the suite's worked example (soniq_contract_tests.suite.corrupt_rows)",
+    "soniq_memory.backend:MemoryBackend",
+    corrupt_row=memory_corrupt_row,
+)
+"""Used only when no registration serves the memory backend."""
+
+
+def corrupt_row_writer_for(backend_type: type[Any]) -> CorruptRowWriter | None:
+    """The writer registered for `backend_type` (the worked example for memory), or None."""
+    registration = fixtures_for_class(backend_type)
+    if registration is not None and registration.corrupt_row is not None:
+        return registration.corrupt_row
+    if MEMORY_EXAMPLE.serves(backend_type) is not None:
+        return MEMORY_EXAMPLE.corrupt_row
+    return None
+
+
+_by_scheme: dict[str, Callable[[UrlBackendFactory], CorruptRowWriter]] = {}
+
+
 def register_corrupt_row_writer(scheme: str, make: Callable[[UrlBackendFactory], CorruptRowWriter]) -> None:
-    """Let the URL form corrupt rows of `scheme` (a backend package may call this from its plugin)."""
-    CORRUPT_ROW_WRITERS[scheme.lower()] = make
+    """Serve URLs of `scheme` with `make(factory)`, ahead of the registrations by class. Kept from the
+    first form of 0.2.0; a backend package registers in the entry-point group soniq_contract_tests.fixtures."""
+    _by_scheme[scheme.lower()] = make
 
 
-def _memory_writer(factory: UrlBackendFactory) -> CorruptRowWriter:
-    async def write(backend: Backend, job_id: str, raw_args: str) -> None:
-        put_raw_args: Callable[[str, str], None] = getattr(backend, "put_raw_args")  # noqa: B009
-        put_raw_args(job_id, raw_args)
-
-    return write
-
-
-def _redis_writer(factory: UrlBackendFactory) -> CorruptRowWriter:
-    async def write(backend: Backend, job_id: str, raw_args: str) -> None:
-        from soniq_redis.connection import RedisTarget
-
-        client = RedisTarget.parse(factory.url, {}).client()
-        try:
-            key: str = getattr(backend, "keys").job(job_id)  # noqa: B009
-            if not await client.exists(key):
-                raise AssertionError(f"no Redis hash {key!r} for job {job_id}")
-            await client.hset(key, "args", raw_args)
-        finally:
-            await client.aclose()
-
-    return write
-
-
-def _sqlite_writer(factory: UrlBackendFactory) -> CorruptRowWriter:
-    async def write(backend: Backend, job_id: str, raw_args: str) -> None:
-        import asyncio
-        import sqlite3
-
-        path = getattr(getattr(backend, "location", None), "path", None)
-        if path is None:
-            raise AssertionError("an in-memory SQLite database cannot be reached from a second connection")
-
-        def update() -> int:
-            with contextlib.closing(sqlite3.connect(path, timeout=10, isolation_level=None)) as connection:
-                cursor = connection.execute("UPDATE soniq_jobs SET args = ? WHERE id = ?", (raw_args, job_id))
-                return cursor.rowcount
-
-        if await asyncio.to_thread(update) != 1:
-            raise AssertionError(f"no soniq_jobs row {job_id} in {path}")
-
-    return write
-
-
-def _postgres_writer(factory: UrlBackendFactory) -> CorruptRowWriter:
-    parts = urlsplit(factory.url)
-    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, "", ""))
-
-    async def write(backend: Backend, job_id: str, raw_args: str) -> None:
-        import asyncpg
-
-        schema: str = getattr(backend, "options").schema  # noqa: B009
-        table = '"' + schema.replace('"', '""') + '".soniq_jobs'
-        connection = await asyncpg.connect(dsn, statement_cache_size=0)  # safe behind PgBouncer too
-        try:
-            try:
-                status = await connection.execute(f"UPDATE {table} SET args = $1::json WHERE id = $2", raw_args, job_id)
-            except asyncpg.PostgresError:
-                # A json column refuses text that is not JSON (or nests past the server's stack):
-                # store it as a JSON string instead, which is still not an object.
-                status = await connection.execute(
-                    f"UPDATE {table} SET args = $1::json WHERE id = $2", json.dumps(raw_args), job_id
-                )
-        finally:
-            await connection.close()
-        if status != "UPDATE 1":
-            raise AssertionError(f"no soniq_jobs row {job_id} in schema {schema!r}")
-
-    return write
-
-
-register_corrupt_row_writer("memory", _memory_writer)
-register_corrupt_row_writer("redis", _redis_writer)
-register_corrupt_row_writer("rediss", _redis_writer)
-register_corrupt_row_writer("sqlite", _sqlite_writer)
-register_corrupt_row_writer("postgresql", _postgres_writer)
-register_corrupt_row_writer("postgres", _postgres_writer)
-
-
-def _scheme(url: str) -> str:
+def url_scheme(url: str) -> str:
     return urlsplit(url).scheme.split("+", 1)[0].lower()
+
+
+class _WritersByScheme(Mapping[str, Callable[[UrlBackendFactory], CorruptRowWriter]]):
+    """URL scheme -> builds the writer for a `UrlBackendFactory` of that scheme: the one registered for
+    the scheme, else the one registered for the class that ``soniq.backends`` installs for it."""
+
+    def __getitem__(self, scheme: str) -> Callable[[UrlBackendFactory], CorruptRowWriter]:
+        scheme = scheme.lower()
+        if scheme in _by_scheme:
+            return _by_scheme[scheme]
+        from soniq.discovery import backend_class_for
+
+        try:
+            backend_class = backend_class_for(f"{scheme}://")
+        except Exception:
+            raise KeyError(scheme) from None
+        writer = corrupt_row_writer_for(backend_class)
+        if writer is None:
+            raise KeyError(scheme)
+        return lambda factory: writer
+
+    def __iter__(self) -> Iterator[str]:
+        from soniq.discovery import installed_schemes
+
+        return iter(sorted(scheme for scheme in {*_by_scheme, *installed_schemes()} if scheme in self))
+
+    def __contains__(self, scheme: object) -> bool:
+        if not isinstance(scheme, str):
+            return False
+        try:
+            self[scheme]
+        except KeyError:
+            return False
+        return True
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+CORRUPT_ROW_WRITERS: Mapping[str, Callable[[UrlBackendFactory], CorruptRowWriter]] = _WritersByScheme()
+"""URL scheme -> builds the `soniq_corrupt_row` writer for a `UrlBackendFactory` of that scheme (the
+chaos runs look writers up here)."""
 
 
 class CorruptRowContract:
     @pytest.fixture
-    def soniq_corrupt_row(self, soniq_backend_factory: BackendFactory) -> CorruptRowWriter | None:
-        """Looked up by scheme for a `UrlBackendFactory`; otherwise None until the author overrides it."""
+    def soniq_corrupt_row(
+        self, soniq_backend_factory: BackendFactory, soniq_backend_probe: Backend
+    ) -> CorruptRowWriter | None:
+        """The writer registered for the backend's class (or, for a `UrlBackendFactory`, for its scheme
+        through `register_corrupt_row_writer`); None until the author registers or overrides one."""
         if isinstance(soniq_backend_factory, UrlBackendFactory):
-            make = CORRUPT_ROW_WRITERS.get(_scheme(soniq_backend_factory.url))
+            make = _by_scheme.get(url_scheme(soniq_backend_factory.url))
             if make is not None:
                 return make(soniq_backend_factory)
-        return None
+        return corrupt_row_writer_for(type(soniq_backend_probe))
 
-    def _writer(self, soniq_corrupt_row: CorruptRowWriter | None) -> CorruptRowWriter:
+    def _writer(self, soniq_corrupt_row: CorruptRowWriter | None, backend: Backend) -> CorruptRowWriter:
         if soniq_corrupt_row is None:
-            pytest.skip(MISSING_WRITER.format(cls=type(self).__name__))
+            pytest.skip(MISSING_WRITER.format(backend=type(backend).__name__, cls=type(self).__name__))
         return soniq_corrupt_row
 
     async def _three_rows_one_corrupt(
@@ -180,8 +174,8 @@ class CorruptRowContract:
     async def test_a_claim_returns_a_corrupt_row_with_decode_error_beside_the_good_ones(
         self, contract: ContractHarness, soniq_corrupt_row: CorruptRowWriter | None, kind: str
     ) -> None:
-        writer = self._writer(soniq_corrupt_row)
         async with contract.backend() as backend:
+            writer = self._writer(soniq_corrupt_row, backend)
             bad, good, args = await self._three_rows_one_corrupt(backend, writer, RAW_ARGS[kind])
             claimed = await backend.claim_jobs(
                 ClaimJobsParams(worker_id="w1", queues=None, limit=10, mark_started=False)
@@ -200,8 +194,8 @@ class CorruptRowContract:
     async def test_listings_and_get_job_show_a_corrupt_row(
         self, contract: ContractHarness, soniq_corrupt_row: CorruptRowWriter | None, kind: str
     ) -> None:
-        writer = self._writer(soniq_corrupt_row)
         async with contract.backend() as backend:
+            writer = self._writer(soniq_corrupt_row, backend)
             bad, good, args = await self._three_rows_one_corrupt(backend, writer, RAW_ARGS[kind])
             fetched = await must_get(backend, bad)
             assert fetched.decode_error
@@ -218,8 +212,8 @@ class CorruptRowContract:
     async def test_dead_letter_listing_and_get_show_a_corrupt_row(
         self, contract: ContractHarness, soniq_corrupt_row: CorruptRowWriter | None, kind: str
     ) -> None:
-        writer = self._writer(soniq_corrupt_row)
         async with contract.backend() as backend:
+            writer = self._writer(soniq_corrupt_row, backend)
             bad, good, args = await self._three_rows_one_corrupt(backend, writer, RAW_ARGS[kind])
             claimed = await backend.claim_jobs(
                 ClaimJobsParams(worker_id="w1", queues=None, limit=10, mark_started=False)

@@ -5,6 +5,11 @@ A dependency is resolved by `done` (a completion that deletes the row included) 
 `cancelled`, a move to the dead-letter table, or a `delete_job` before `done`. A failed
 dependency cancels a dependent of policy `cancel` (recursively) and counts as resolved for one
 of policy `run`. Retries, snoozes, nacks and requeueing rescues resolve nothing.
+
+What a backend writes is core's rule, not its own: a new row is stored as
+`soniq.backend.rules.plan_insert` says, a waiting dependent changes as
+`soniq.backend.rules.on_dependency_finished` says, and the ``last_error`` of a dependent
+cancelled by a failed dependency is exactly `soniq.backend.rules.dependency_failed_error`.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from datetime import timedelta
 
 import pytest
 
-from soniq.backend import Backend
+from soniq.backend import Backend, rules
+from soniq.backend.rules import DependencyState
 from soniq.errors import UnknownDependencyError
 from soniq.params import (
     CancelJobParams,
@@ -56,11 +62,16 @@ CANCEL, RUN = DependencyPolicy.CANCEL, DependencyPolicy.RUN
 
 
 def cancelled_message(dep_id: str) -> str:
-    return f"dependency {dep_id} was cancelled"
+    """Core's text for a dependent of a cancelled dependency (`rules.dependency_failed_error`)."""
+    return rules.dependency_failed_error(dep_id, DependencyState.CANCELLED)
 
 
 def dead_lettered_message(dep_id: str) -> str:
-    return f"dependency {dep_id} was dead-lettered"
+    return rules.dependency_failed_error(dep_id, DependencyState.DEAD_LETTERED)
+
+
+def deleted_message(dep_id: str) -> str:
+    return rules.dependency_failed_error(dep_id, DependencyState.DELETED)
 
 
 async def add(backend: Backend, *jobs: NewJob) -> list[JobRecord]:
@@ -148,7 +159,7 @@ async def _fail_by_expiry(backend: Backend, dep: JobRecord) -> str:
 
 async def _fail_by_delete(backend: Backend, dep: JobRecord) -> str:
     assert await backend.delete_job(DeleteJobParams(job_id=dep.id))
-    return dep.id  # only the id is fixed in the message of a deleted dependency
+    return deleted_message(dep.id)
 
 
 Failure = Callable[[Backend, JobRecord], Awaitable[str]]
@@ -320,12 +331,7 @@ class DependencyContract:
             great = new_job(queue=queue, job_name="ct.dependent", depends_on=(grandchild.id,), dependency_policy=CANCEL)
             stored_dep, *_ = await add(backend, dep, child, grandchild, great)
             message = await FAILURES[failure](backend, stored_dep)
-            if failure == "delete_job":
-                row = await must_get(backend, child.id)
-                assert (row.status, row.waiting_on) == (JobStatus.CANCELLED, 0)
-                assert dep.id in (row.last_error or ""), f"last_error {row.last_error!r} must name {dep.id}"
-            else:
-                await assert_cancelled_by(backend, child.id, message)
+            await assert_cancelled_by(backend, child.id, message)
             # The grandchild runs whatever happens to its dependency, so it is claimable, not cancelled.
             await assert_claimable(backend, grandchild.id, queue)
             await assert_waiting(backend, great.id, 1)
@@ -438,3 +444,76 @@ class DependencyContract:
             await assert_not_claimable(backend, queue)
             assert await complete_one(backend, job_id=claimed[-1], worker_id="dep-worker", result=None)
             await assert_claimable(backend, sink.id, queue)
+
+    @pytest.mark.parametrize("policy", [CANCEL, RUN])
+    @pytest.mark.parametrize("first_failure", ["none", "cancelled", "dead-lettered"])
+    async def test_a_new_row_is_stored_as_cores_plan_insert_says(
+        self, contract: ContractHarness, policy: DependencyPolicy, first_failure: str
+    ) -> None:
+        """Dependencies done, queued, processing, cancelled and dead-lettered at once: the row's
+        status, `waiting_on` and `last_error` are `rules.plan_insert`'s, the first failed
+        dependency naming the error."""
+        async with contract.backend() as backend:
+            queue = unique_queue("plan")
+            done = await enqueue_and_claim(backend, worker_id="dep-worker", queue=unique_queue("done"))
+            assert await complete_one(backend, job_id=done.id, worker_id="dep-worker", result=None)
+            running = await enqueue_and_claim(backend, worker_id="dep-worker", queue=unique_queue("running"))
+            queued = await enqueue(backend, queue=unique_queue("queued"))
+            given: list[tuple[str, DependencyState]] = [
+                (done.id, DependencyState.DONE),
+                (queued.id, DependencyState.PENDING),
+                (running.id, DependencyState.PENDING),
+            ]
+            if first_failure != "none":
+                cancelled = await enqueue(backend, queue=unique_queue("cancelled"))
+                await _fail_by_cancel(backend, cancelled)
+                dead = await enqueue(backend, queue=unique_queue("dead"))
+                await _fail_by_dead_letter(backend, dead)
+                failed = [(cancelled.id, DependencyState.CANCELLED), (dead.id, DependencyState.DEAD_LETTERED)]
+                if first_failure == "dead-lettered":
+                    failed.reverse()
+                given[1:1] = failed
+            plan = rules.plan_insert(policy, given)
+            job = new_job(queue=queue, depends_on=tuple(dep_id for dep_id, _ in given), dependency_policy=policy)
+            (row,) = await add(backend, job)
+            assert (row.status, row.waiting_on, row.last_error) == (plan.status, plan.waiting_on, plan.last_error), (
+                f"policy {policy.value}, dependencies {[state.value for _, state in given]}: core's plan_insert "
+                f"stores {plan.status.value} with waiting_on={plan.waiting_on} and last_error {plan.last_error!r}; "
+                f"the backend stored {row.status.value} with waiting_on={row.waiting_on} and {row.last_error!r}"
+            )
+
+    @pytest.mark.parametrize("policy", [CANCEL, RUN])
+    @pytest.mark.parametrize("how", [state.value for state in (DependencyState.DONE, *rules.FAILURES)])
+    async def test_a_waiting_dependent_changes_as_cores_on_dependency_finished_says(
+        self, contract: ContractHarness, policy: DependencyPolicy, how: str
+    ) -> None:
+        """One of two dependencies ends (done, cancelled, dead-lettered, deleted): the dependent is
+        written exactly as `rules.on_dependency_finished` says, its `last_error` included."""
+        async with contract.backend() as backend:
+            queue = unique_queue("finished")
+            dep, other = new_job(queue=unique_queue("dep")), new_job(queue=unique_queue("other"))
+            child = new_job(queue=queue, depends_on=(dep.id, other.id), dependency_policy=policy)
+            stored_dep, _, stored_child = await add(backend, dep, other, child)
+            assert stored_child.waiting_on == 2
+            state = DependencyState(how)
+            if state is DependencyState.DONE:
+                await claim_one(backend, dep.id, dep.queue)
+                assert await complete_one(backend, job_id=dep.id, worker_id="dep-worker", result=None)
+            elif state is DependencyState.CANCELLED:
+                await _fail_by_cancel(backend, stored_dep)
+            elif state is DependencyState.DEAD_LETTERED:
+                await _fail_by_dead_letter(backend, stored_dep)
+            else:
+                await _fail_by_delete(backend, stored_dep)
+            update = rules.on_dependency_finished(policy, state, dep.id, status=JobStatus.QUEUED, waiting_on=2)
+            expected = (
+                (JobStatus.CANCELLED, update.waiting_on, update.last_error)
+                if update.cancelled
+                else (JobStatus.QUEUED, update.waiting_on, None)
+            )
+            row = await must_get(backend, child.id)
+            assert (row.status, row.waiting_on, row.last_error) == expected, (
+                f"policy {policy.value}, dependency {how}: core's on_dependency_finished says "
+                f"{update.action.value} to {expected}; the backend wrote "
+                f"{(row.status.value, row.waiting_on, row.last_error)}"
+            )

@@ -6,6 +6,9 @@ and at most `rate_limit` claims of the group per epoch-aligned window of
 `rate_period` seconds. A row held back is passed over, never blocking the rows
 behind it. Counting is from the real rows, so a slot is free again as soon as a
 row leaves `processing`, whoever moved it.
+
+Which group a row counts in is core's rule, `soniq.backend.rules.group_of`, and the
+window a claim falls in is `soniq.backend.rules.window_start`: the tests compare with them.
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
-from soniq.backend import Backend
+import pytest
+
+from soniq.backend import Backend, rules
 from soniq.params import (
     ClaimJobsParams,
     EnqueueJobsParams,
@@ -87,9 +93,10 @@ async def add(backend: Backend, jobs: Sequence[NewJob]) -> None:
 
 
 async def aligned_window(period: float) -> float:
-    """Sleep to `WINDOW_MARGIN` past the start of the next epoch-aligned window; return its end (epoch s)."""
+    """Sleep to `WINDOW_MARGIN` past the start of the next epoch-aligned window (`rules.window_start`);
+    return its end (epoch s)."""
     now = time.time()
-    start = (now // period + 1) * period
+    start = rules.window_start(datetime.fromtimestamp(now, UTC), period).timestamp() + period
     await asyncio.sleep(start + WINDOW_MARGIN - now)
     return start + period
 
@@ -310,3 +317,43 @@ class LimitContract:
             assert most <= RACE_LIMIT, f"{most} rows of a group limited to {RACE_LIMIT} were processing at once"
             assert most == RACE_LIMIT, f"{RACING_CLAIMERS} claimers never filled the {RACE_LIMIT} slots (most {most})"
             assert len(set(done)) == len(done) == RACE_ROWS, f"{len(done)} completions of {RACE_ROWS} rows"
+
+    @pytest.mark.parametrize("scope", [LimitScope.QUEUE, LimitScope.JOB])
+    @pytest.mark.parametrize("partitioned", [False, True], ids=["whole", "partitioned"])
+    @pytest.mark.parametrize("kind", ["max_concurrent", "rate_limit"])
+    async def test_rows_are_grouped_as_cores_group_of_says(
+        self, contract: ContractHarness, scope: LimitScope, partitioned: bool, kind: str
+    ) -> None:
+        """Rows of two job names and three limit keys (one None) under one limit of 1: one claim
+        takes exactly one row of each group `rules.group_of` names, never two rows core puts in one
+        group, and every row the limit does not match."""
+        async with contract.backend() as backend:
+            queue = unique_queue("groups")
+            names = (f"ct.grouped.{queue}", f"ct.other.{queue}")
+            keys: tuple[str | None, ...] = ("a", "b", None)
+            jobs = [new_job(queue=queue, job_name=name, limit_key=key) for name in names for key in keys]
+            await add(backend, jobs)
+            limit = GroupLimit(
+                scope,
+                queue if scope is LimitScope.QUEUE else names[0],
+                max_concurrent=1 if kind == "max_concurrent" else None,
+                rate_limit=1 if kind == "rate_limit" else None,
+                rate_period=60.0,  # one claim lies within a single window but for a few ms a minute
+                partitioned=partitioned,
+            )
+            group_of = {
+                job.id: rules.group_of(limit, queue=job.queue, job_name=job.job_name, limit_key=job.limit_key)
+                for job in jobs
+            }
+            claimed = await claim(backend, queue, [limit], limit=len(jobs))
+            taken = Counter(group_of[row.id] for row in claimed if group_of[row.id] is not None)
+            wanted = {group: 1 for group in group_of.values() if group is not None}
+            shown = {row.id: (row.job_name, row.limit_key) for row in claimed}
+            assert taken == wanted, (
+                f"a {kind} of 1 on {limit.key} ({'partitioned' if partitioned else 'whole'}): core's group_of "
+                f"puts these rows in {len(wanted)} group(s), one row each may run; the claim took {shown}"
+            )
+            free = {job.id for job in jobs if group_of[job.id] is None}
+            missing = free - {row.id for row in claimed}
+            assert not missing, f"rows the limit does not match were held back: {sorted(missing)}"
+            assert await claim(backend, queue, [limit], worker_id="second") == [], "every group was full"

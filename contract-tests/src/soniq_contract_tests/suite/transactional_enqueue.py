@@ -2,62 +2,32 @@
 
 Checked only for a backend whose `capabilities.transactional_enqueue` is
 true. The suite cannot open a driver transaction on a store it does not
-know, so the backend's author provides one through the `soniq_transaction`
-fixture. For a `UrlBackendFactory` on a PostgreSQL URL (the URL form, and
-class forms built on one) the default opens an asyncpg connection itself.
+know, so the backend lends one: the `soniq_transaction` fixture, by default
+the ``transaction`` its package registers in the entry-point group
+``soniq_contract_tests.fixtures`` (see `soniq_contract_tests.backend_fixtures`),
+or a class form's own override.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from collections.abc import AsyncIterator
 
 import pytest
 
 from soniq.backend import Backend
 from soniq.params import EnqueueJobsParams, GetJobParams, QueueStatsParams
 from soniq.records import JobStatus
-from soniq_contract_tests.harness import BackendFactory, ContractHarness, UrlBackendFactory, must_get, new_job
-
-TransactionFactory = Callable[[Backend], AbstractAsyncContextManager[Any]]
-"""Given the backend under test (connected and set up in its namespace), opens a
-driver connection to the same store, begins a transaction and yields that
-connection; commits when the block exits normally and rolls back when it
-raises. The suite passes what it yields as `EnqueueJobsParams.connection`."""
+from soniq_contract_tests.backend_fixtures import TransactionFactory, fixtures_for
+from soniq_contract_tests.harness import ContractHarness, must_get, new_job
 
 MISSING_TRANSACTION = (
     "{backend} reports capabilities.transactional_enqueue=True, so the suite must check that enqueue_jobs "
-    "joins the caller's transaction: override the fixture soniq_transaction in {cls} (return a callable "
+    "joins the caller's transaction: register a transaction for it in the entry-point group "
+    "soniq_contract_tests.fixtures, or override the fixture soniq_transaction in {cls} (return a callable "
     "taking the backend and returning an async context manager that yields a driver connection inside an "
     "open transaction, committing on exit and rolling back on error)"
 )
-
-
-POSTGRES_SCHEMES = ("postgresql", "postgres")
-
-
-def postgres_transaction(url: str) -> TransactionFactory:
-    """A transaction on a fresh asyncpg connection to `url`, without Soniq's own query parameters."""
-    parts = urlsplit(url)
-    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, "", ""))
-
-    @contextlib.asynccontextmanager
-    async def transaction(backend: Backend) -> AsyncIterator[Any]:
-        import asyncpg
-
-        # No statement cache: behind PgBouncer in transaction mode, named prepared statements outlive
-        # the transaction on a shared server connection and collide with the next client's.
-        connection = await asyncpg.connect(dsn, statement_cache_size=0)
-        try:
-            async with connection.transaction():
-                yield connection
-        finally:
-            await connection.close()
-
-    return transaction
 
 
 class _RollbackError(Exception):
@@ -66,13 +36,10 @@ class _RollbackError(Exception):
 
 class TransactionalEnqueueContract:
     @pytest.fixture
-    def soniq_transaction(self, soniq_backend_factory: BackendFactory) -> TransactionFactory | None:
-        """Derived for a `UrlBackendFactory` on PostgreSQL; otherwise None until the author overrides it."""
-        if isinstance(soniq_backend_factory, UrlBackendFactory):
-            scheme = urlsplit(soniq_backend_factory.url).scheme.split("+", 1)[0].lower()
-            if scheme in POSTGRES_SCHEMES:
-                return postgres_transaction(soniq_backend_factory.url)
-        return None
+    def soniq_transaction(self, soniq_backend_probe: Backend) -> TransactionFactory | None:
+        """The transaction registered for the backend's class; None until the author registers or overrides one."""
+        registration = fixtures_for(soniq_backend_probe)
+        return None if registration is None else registration.transaction
 
     @contextlib.asynccontextmanager
     async def _transactional_backend(

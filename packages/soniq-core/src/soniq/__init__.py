@@ -5,7 +5,7 @@ from __future__ import annotations
 # First, before anything else of the package loads: a 0.1.0 leftover would break those imports.
 from soniq import _install_check as _install_check
 from soniq.app import Soniq
-from soniq.backend import BACKEND_PROTOCOL_VERSION, Backend, BackendCapabilities
+from soniq.backend import Backend, BackendCapabilities
 from soniq.context import JobContext  # compat-jobs (issue 12)
 from soniq.dead_letter import DeadLetterNotFoundError
 from soniq.dependencies import JobCall  # issue 19
@@ -62,7 +62,6 @@ from soniq.worker.summary import WorkerSummary
 __version__ = "0.2.0"
 
 __all__ = [
-    "BACKEND_PROTOCOL_VERSION",
     "AppRetryPolicy",  # compat-jobs (issue 12)
     "Backend",
     "BackendCapabilities",

@@ -12,19 +12,21 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, overload
 
-from soniq.backend import BACKEND_PROTOCOL_VERSION, PROTOCOL_MIGRATION_NOTE, Backend
+from soniq import features
+from soniq.backend import CancelChannel, DeadLetterStore, QueueStore, check_backend, has_role
 from soniq.backend_names import pool_options, url_for_backend_name  # compat-surface
 from soniq.bus import ObservationBus
 from soniq.dead_letter import DeadLetterService
 from soniq.dedup import resolve_dedup_key
 from soniq.dependencies import DependsOn, JobCall, check_batch, check_policy, normalize_depends_on
 from soniq.discovery import create_backend, load_observer_factories
-from soniq.errors import BackendProtocolError, JobNotFoundError, SoniqError, UnknownJobError
+from soniq.errors import JobNotFoundError, SoniqError, UnknownJobError
 from soniq.hooks import check_hook, check_middleware, hook_listeners
 from soniq.log_escape import escape_line
 from soniq.metrics import MetricsSink, NullMetricsSink, adapt_metrics_sink
 from soniq.observers import EnqueueEvent, Observer
 from soniq.params import (
+    CancelJobParams,
     DeleteJobParams,
     EnqueueJobsParams,
     GetDeadLetterParams,
@@ -81,37 +83,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("soniq")
 
-PROTOCOL_CHANGES = {
-    1: "every operation now takes one parameters object (soniq.params) instead of keyword arguments, "
-    "complete_job is gone (complete_jobs only), and recover_stale_workers became find_stale_jobs + rescue_jobs",
-    2: "protocol 3 adds deduplicated enqueue, delete_job, dead-letter filters, bulk delete and stats, result expiry, "
-    "schedules with fire_schedule, the leader lease, pruning, schema_status and setup_schema",
-    3: "protocol 4 adds job dependencies (NewJob.depends_on, dependency_policy, waiting_on), fleet-wide limits "
-    "inside claim_jobs (ClaimJobsParams.limits, NewJob.limit_key), request_cancel, cancel_requests and "
-    "finish_cancel for running jobs, and watch_jobs / wait_for_job_changes for waiting on jobs",
-}
-"""What changed since each older protocol version, in one line, for the refusal message."""
-
-
-def check_protocol(backend: Backend) -> None:
-    """Refuse a backend that speaks another protocol version, saying what to do about it."""
-    declared = getattr(backend.capabilities, "protocol_version", None)
-    if declared == BACKEND_PROTOCOL_VERSION:
-        return
-    name = type(backend).__name__
-    if isinstance(declared, int) and declared > BACKEND_PROTOCOL_VERSION:
-        raise BackendProtocolError(
-            f"{name} implements backend protocol {declared}, but this soniq-core speaks protocol "
-            f"{BACKEND_PROTOCOL_VERSION}; upgrade soniq-core"
-        )
-    changed = PROTOCOL_CHANGES.get(declared, "the operations' signatures changed") if isinstance(declared, int) else ""
-    raise BackendProtocolError(
-        f"{name} implements backend protocol {declared}, but this soniq-core speaks protocol "
-        f"{BACKEND_PROTOCOL_VERSION} ({declared} -> {BACKEND_PROTOCOL_VERSION}): {changed or 'unknown version'}. "
-        f"Upgrade the backend, or port it: see {PROTOCOL_MIGRATION_NOTE}"
-    )
-
-
 F = TypeVar("F", bound=Callable[..., Any])
 H = TypeVar("H", bound=Callable[..., Any])
 
@@ -138,7 +109,7 @@ class Soniq:
         self,
         database_url: str | None = None,
         *,
-        backend: Backend | str | None = None,
+        backend: QueueStore | str | None = None,
         metrics_sink: MetricsSink | None = None,
         extra_observers: Iterable[Observer] | None = None,
         backend_options: Mapping[str, Any] | None = None,
@@ -153,8 +124,8 @@ class Soniq:
         self.settings = Settings.load(settings)
         self.backend_options: dict[str, Any] = pool_options(self.settings, backend_options)
         if backend is not None:
-            check_protocol(backend)
-        self._backend: Backend | None = backend
+            check_backend(backend)
+        self._backend: QueueStore | None = backend
         self._backend_from_url = backend is None
         self.registry = JobRegistry()
         self.metrics: MetricsSink = metrics_sink or NullMetricsSink()
@@ -171,7 +142,6 @@ class Soniq:
         )
         self._sync = SyncBridge(self)
         self._sync_pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self.current_worker: Worker | None = None
         self._bus: ObservationBus | None = None
         self._bus_key: tuple[tuple[Observer, ...], MetricsSink] | None = None
         self._scheduler: Scheduler | None = None  # issue 14: periodic jobs
@@ -381,7 +351,7 @@ class Soniq:
                 f"({', '.join(sorted(options))}) do not apply there ({exc}); construct the app with options "
                 "that backend accepts"
             ) from None
-        check_protocol(backend)
+        check_backend(backend)
         self.settings = settings
         self.backend_options = options
         self._backend = backend
@@ -402,15 +372,15 @@ class Soniq:
     # -- lifecycle -----------------------------------------------------------
 
     @property
-    def backend(self) -> Backend:
+    def backend(self) -> QueueStore:
         """The backend, built from the URL's scheme the first time anything needs it."""
         if self._backend is None:
             backend = create_backend(self.settings.resolved_database_url, **self.backend_options)
-            check_protocol(backend)
+            check_backend(backend)
             self._backend = backend
         return self._backend
 
-    def new_backend_instance(self) -> Backend | None:
+    def new_backend_instance(self) -> QueueStore | None:
         """Another, unconnected backend on the same URL and options, for another event loop's thread.
 
         None when the app was given a ready-made backend, or when a second instance would be a
@@ -425,8 +395,8 @@ class Soniq:
             "memory://",
         ):
             return None
-        backend: Backend = create_backend(url, **self.backend_options)
-        check_protocol(backend)
+        backend: QueueStore = create_backend(url, **self.backend_options)
+        check_backend(backend)
         return backend
 
     @property
@@ -450,7 +420,7 @@ class Soniq:
                 self._connected = True
                 self._closed = False
 
-    async def connected_backend(self) -> Backend:
+    async def connected_backend(self) -> QueueStore:
         """The backend for the running loop: the app's own, or the sync bridge's on its thread."""
         bridged = self._sync.backend_for_running_loop()
         if bridged is not None:
@@ -469,9 +439,11 @@ class Soniq:
     async def setup_schema(self, *, dry_run: bool = False, force: bool = False) -> SchemaReport:
         """`setup`, reporting the schema family found and the SQL run (or, with `dry_run`, to run).
 
-        `force` upgrades a soniq 0.1.0 database even while 0.1.0 workers heartbeat into it.
+        `force` upgrades a soniq 0.1.0 database even while 0.1.0 workers heartbeat into it. A backend
+        without the `SchemaAdmin` role raises `MissingBackendRoleError` (`setup()` still works there).
         """
-        report = await self.backend.setup_schema(SetupSchemaParams(dry_run=dry_run, force=force))
+        admin = features.schema_admin(self.backend)
+        report = await admin.setup_schema(SetupSchemaParams(dry_run=dry_run, force=force))
         if not dry_run:
             await self.connect()
         return report
@@ -582,7 +554,12 @@ class Soniq:
         return jobs
 
     def _announce(self, jobs: list[NewJob]) -> list[NewJob]:
-        """Tell observers about jobs that passed validation; their headers go into `trace_context`."""
+        """Tell observers about jobs that passed validation; their headers go into `trace_context`.
+
+        First, a job that needs an optional backend role the backend does not fill is refused with
+        `MissingBackendRoleError` (`depends_on`: DependencyStore; a `limit_key`: LimitStore), before
+        any observer hears of it and before anything is stored."""
+        self._check_job_roles(jobs)
         bus = self.bus
         if not bus.wants("on_enqueue"):
             return jobs
@@ -591,6 +568,13 @@ class Soniq:
             trace = bus.enqueue(EnqueueEvent(job_id=job.id, job_name=job.job_name, queue=job.queue))
             announced.append(dataclasses.replace(job, trace_context=trace or None))
         return announced
+
+    def _check_job_roles(self, jobs: Sequence[NewJob]) -> None:
+        """Refuse jobs whose fields a backend without the role would silently drop (see `_announce`)."""
+        if any(job.depends_on for job in jobs):
+            features.require_dependencies(self.backend)
+        if any(job.limit_key is not None for job in jobs):
+            features.require_limits(self.backend)
 
     def _check_connection(self, connection: Any) -> None:
         if connection is not None and not self.backend.capabilities.transactional_enqueue:
@@ -848,11 +832,13 @@ class Soniq:
         """The schema steps applied to the store and those `setup()` would apply; changes nothing.
 
         Asked of the backend before `connect()` (which may upgrade the schema by itself), and the
-        connections it opened for that are closed again unless the app was already connected.
+        connections it opened for that are closed again unless the app was already connected. A backend
+        without the `SchemaAdmin` role raises `MissingBackendRoleError`.
         """
         backend = self.backend
+        admin = features.schema_admin(backend)
         try:
-            return await backend.schema_status()
+            return await admin.schema_status()
         finally:
             if not self._connected:
                 await backend.close()
@@ -887,7 +873,11 @@ class Soniq:
 
         A dead-lettered job comes back as its dead-letter row with ``status="dead_letter"``
         (see `dead_letter_job_dict`). An id no store can hold (NUL, a lone surrogate, over
-        `soniq.validation.MAX_ID_LENGTH` characters) is None without asking the store."""
+        `soniq.validation.MAX_ID_LENGTH` characters) is None without asking the store.
+
+        On a backend without the `DeadLetterStore` role the dead-letter rows cannot be read, so a
+        dead-lettered job is None, as a deleted or never-enqueued one is: None then means "not in
+        the jobs table", never "still to run" nor "succeeded"."""
         key = lookup_id(job_id)
         if key is None:
             return None
@@ -895,7 +885,9 @@ class Soniq:
         row = await backend.get_job(GetJobParams(job_id=key))
         if row is not None:
             return job_dict(row)
-        dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=key))
+        if not has_role(backend, DeadLetterStore):
+            return None
+        dead = await features.dead_letter_store(backend).get_dead_letter(GetDeadLetterParams(job_id=key))
         return dead_letter_job_dict(dead) if dead is not None else None
 
     # -- issue 12 (compat-store): results and deleting jobs --------------------
@@ -948,7 +940,9 @@ class Soniq:
         """A page of jobs; `result` is None unless `include_results` (results may be large).
 
         `limit` is 1 to `soniq.validation.MAX_PAGE_LIMIT` (10,000), `offset` 0 to `MAX_OFFSET`; a
-        `queue` enqueue would refuse (`check_queue_name`: NUL, a lone surrogate...) is `JobOptionsError`."""
+        `queue` enqueue would refuse (`check_queue_name`: NUL, a lone surrogate...) is `JobOptionsError`.
+        A backend without the `OperatorReads` role raises `MissingBackendRoleError`."""
+        features.operator_reads(self.backend, features.LISTING_JOBS)
         check_queue_filter(queue)
         wanted: JobStatus | None = None
         if status is not None:
@@ -959,7 +953,7 @@ class Soniq:
                     f"status must be one of {', '.join(s.value for s in JobStatus)}, got {status!r}"
                 ) from None
         check_page(limit, offset)
-        backend = await self.connected_backend()
+        backend = features.operator_reads(await self.connected_backend(), features.LISTING_JOBS)
         rows = await backend.list_jobs(
             ListJobsParams(queue=queue, status=wanted, limit=limit, offset=offset, include_results=include_results)
         )
@@ -983,6 +977,10 @@ class Soniq:
         handler is cancelled, a sync one sees ``ctx.cancel_requested``), and the row ends
         `cancelled`, unless the job completes first. `ALREADY_FINISHED`: it was `done`,
         `cancelled` or dead-lettered; nothing changed. An id no job has is `JobNotFoundError`.
+
+        On a backend without the `CancelChannel` role a queued job is still cancelled (through
+        `QueueStore.cancel_job`), but a running one raises `MissingBackendRoleError` ("cancelling a
+        running job") and keeps running.
         """
         outcome = await self._request_cancel(job_id)
         if outcome is CancelOutcome.NOT_FOUND:
@@ -994,7 +992,7 @@ class Soniq:
         if key is None:  # no stored row can have this id
             return CancelOutcome.NOT_FOUND
         backend = await self.connected_backend()
-        outcome = await backend.request_cancel(RequestCancelParams(job_id=key))
+        outcome = await request_cancel(backend, key)
         if outcome is CancelOutcome.ALREADY_FINISHED:
             row = await backend.get_job(GetJobParams(job_id=key))
             if row is not None and row.status is JobStatus.CANCELLED:
@@ -1099,7 +1097,6 @@ class Soniq:
             run_once=run_once,
             install_signal_handlers=install_signal_handlers,
         )
-        self.current_worker = worker
         return worker
 
     async def run_worker(
@@ -1128,6 +1125,43 @@ class Soniq:
     @classmethod
     def instances(cls) -> list[Soniq]:
         return list(cls._instances)
+
+
+async def request_cancel(backend: QueueStore, job_id: str) -> CancelOutcome:
+    """Ask for the job to stop, whatever its status (`CancelChannel.request_cancel`), or on a backend
+    without that role what `cancel_without_channel` can do."""
+    if has_role(backend, CancelChannel):
+        return await features.cancel_channel(backend).request_cancel(RequestCancelParams(job_id=job_id))
+    return await cancel_without_channel(backend, job_id)
+
+
+async def cancel_without_channel(backend: QueueStore, job_id: str) -> CancelOutcome:
+    """`CancelChannel.request_cancel` for a backend without that role: a queued job is cancelled
+    through `QueueStore.cancel_job`; a running one cannot be reached, which is
+    `MissingBackendRoleError` ("cancelling a running job"). A job with no row in the jobs table is
+    `ALREADY_FINISHED` when its dead-letter row can be read, else `NOT_FOUND`."""
+    for _ in range(CANCEL_ATTEMPTS):
+        if await backend.cancel_job(CancelJobParams(job_id=job_id)):
+            return CancelOutcome.CANCELLED
+        row = await backend.get_job(GetJobParams(job_id=job_id))
+        if row is None:
+            if has_role(backend, DeadLetterStore):
+                dead_letters = features.dead_letter_store(backend)
+                if await dead_letters.get_dead_letter(GetDeadLetterParams(job_id=job_id)) is not None:
+                    return CancelOutcome.ALREADY_FINISHED
+            return CancelOutcome.NOT_FOUND
+        if row.status is JobStatus.PROCESSING:
+            features.cancel_channel(backend)  # raises: nothing reaches its worker
+        if row.status is not JobStatus.QUEUED:
+            return CancelOutcome.ALREADY_FINISHED
+        # Queued again (a nack or retry between the two reads): try the cancel once more.
+    # Claimed every time it was read queued: it is running, as far as this call can tell.
+    features.cancel_channel(backend)  # raises
+    return CancelOutcome.ALREADY_FINISHED  # not reached
+
+
+CANCEL_ATTEMPTS = 3
+"""Without a CancelChannel, how often a cancel retries a row that went back to `queued` under it."""
 
 
 def printable_id(job_id: object) -> str:

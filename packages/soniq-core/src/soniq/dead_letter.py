@@ -4,6 +4,9 @@ One row at a time: `list`, `get`, `replay` (with overrides), `purge` (alias `del
 By filter (`DeadLetterFilter`, 0.1.0's names): `bulk_replay`, `bulk_delete`, `stats`,
 `cleanup` (rows older than N days, with a dry run) and `export` (JSON or CSV text).
 Bulk writes go to the store in bounded batches, so none of them holds a lock for long.
+
+Every method needs the backend role `DeadLetterStore`: on a backend without it each one raises
+`MissingBackendRoleError` ("the dead-letter API") before it reads or checks anything else.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from soniq import features
 from soniq.errors import SoniqError
 from soniq.params import (
     DeadLetterFilter as StoreFilter,
@@ -45,6 +49,7 @@ from soniq.validation import (
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
+    from soniq.backend import DeadLetterStore
 
 BULK_BATCH = 500
 """Rows per store call in bulk delete (and per page read in bulk replay and export)."""
@@ -132,6 +137,14 @@ class DeadLetterService:
     def __init__(self, app: Soniq) -> None:
         self._app = app
 
+    def _require(self) -> None:
+        """`MissingBackendRoleError` unless the app's backend fills `DeadLetterStore`."""
+        features.dead_letter_store(self._app.backend)
+
+    async def _store(self) -> DeadLetterStore:
+        """The connected backend (the sync bridge's on its thread) as a `DeadLetterStore`."""
+        return features.dead_letter_store(await self._app.connected_backend())
+
     async def list(
         self,
         queue: str | None = None,
@@ -144,12 +157,13 @@ class DeadLetterService:
 
         `limit` is 1 to `soniq.validation.MAX_PAGE_LIMIT` (10,000); a `queue` enqueue would refuse is
         `JobOptionsError`."""
+        self._require()
         check_queue_filter(queue)
         if filter is None:
             check_page(limit, offset)
         else:
             limit, offset = filter.limit, filter.offset  # checked by the filter itself
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         params = ListDeadLetterParams(
             queue=queue, limit=limit, offset=offset, filter=filter.for_store() if filter is not None else None
         )
@@ -157,10 +171,11 @@ class DeadLetterService:
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
         """The dead-letter row, or None (also for an id no store can hold: see `soniq.validation.lookup_id`)."""
+        self._require()
         key = lookup_id(job_id)
         if key is None:
             return None
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         row = await backend.get_dead_letter(GetDeadLetterParams(job_id=key))
         return row.to_dict() if row else None
 
@@ -179,11 +194,12 @@ class DeadLetterService:
         ``attempts = 0`` unless ``reset_attempts=False`` (then it keeps the dead row's count);
         `new_max_attempts`, `new_priority` and `new_queue` replace the dead row's values.
         """
+        self._require()
         _check_overrides(reset_attempts, new_max_attempts, new_priority, new_queue)
         key = lookup_id(job_id)
         if key is None:
             raise DeadLetterNotFoundError(f"no dead-letter job with id {job_id!r}")
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         attempts = 0
         if not reset_attempts:
             dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=key))
@@ -219,6 +235,7 @@ class DeadLetterService:
         The matching ids are read first, then each is replayed on its own, so a row moved
         to the dead-letter table meanwhile is not picked up twice.
         """
+        self._require()
         _check_overrides(reset_attempts, new_max_attempts, new_priority, new_queue)
         ids = [row["id"] for row in await self.list(filter=filter)]
         replayed = []
@@ -239,10 +256,11 @@ class DeadLetterService:
 
     async def purge(self, job_id: str) -> bool:
         """Delete a dead-letter row for good; False when there was none."""
+        self._require()
         key = lookup_id(job_id)
         if key is None:
             return False
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         return await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=key))
 
     delete = purge
@@ -250,7 +268,7 @@ class DeadLetterService:
     async def bulk_delete(self, filter: DeadLetterFilter) -> int:
         """Delete every row the filter matches, oldest first, in batches of `BULK_BATCH`
         (at most `filter.limit` rows); returns how many went. `filter.offset` is not used."""
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         wanted, remaining, deleted = filter.for_store(), filter.limit, 0
         while remaining > 0:
             batch = min(BULK_BATCH, remaining)
@@ -264,17 +282,18 @@ class DeadLetterService:
     async def stats(self, filter: DeadLetterFilter | None = None) -> dict[str, Any]:
         """``total``, counts ``by_job_name`` / ``by_queue`` / ``by_reason``, ``resurrected``,
         ``oldest_moved_at`` and ``newest_moved_at`` over the matching rows (all when None)."""
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         params = DeadLetterStatsParams(filter=filter.for_store() if filter is not None else None)
         return (await backend.dead_letter_stats(params)).to_dict()
 
     async def cleanup(self, days: float = 30, *, dry_run: bool = False) -> int:
         """Delete rows moved to the dead-letter table more than `days` days ago; returns how many
         (with `dry_run`, how many would go, deleting nothing)."""
+        self._require()
         if isinstance(days, bool) or not isinstance(days, (int, float)) or days < 0:
             raise JobOptionsError(f"cleanup days must be a number of at least 0, got {days!r}")
         wanted = StoreFilter(moved_to=datetime.now(UTC) - timedelta(days=days))
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         if dry_run:
             return (await backend.dead_letter_stats(DeadLetterStatsParams(filter=wanted))).total
         deleted = 0
@@ -286,6 +305,7 @@ class DeadLetterService:
 
     async def export(self, filter: DeadLetterFilter | None = None, *, format: str = "json") -> str:
         """The matching rows (newest first, up to the filter's `limit`) as JSON or CSV text."""
+        self._require()
         if format not in EXPORT_FORMATS:
             raise JobOptionsError(f"export format must be one of {', '.join(EXPORT_FORMATS)}, got {format!r}")
         rows = await self.list(filter=filter or DeadLetterFilter())

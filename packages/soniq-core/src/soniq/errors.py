@@ -135,13 +135,28 @@ class BackendUnavailableError(SoniqError, ConnectionError):
 
 
 class BackendProtocolError(SoniqError, TypeError):
-    """A backend declares a protocol version this soniq-core does not speak."""
+    """A backend declares no `QueueStore`, a role version this soniq-core does not speak, or a role
+    whose methods it lacks."""
 
-    suggestion = "upgrade the backend distribution or soniq-core so both speak the same protocol version"
+    suggestion = "upgrade the backend distribution or soniq-core so both speak the same role versions"
 
 
 SNOOZE_MAX_SECONDS = 30 * 86400.0
 """The longest a `Snooze` puts a job off (30 days) unless the app sets `snooze_max_seconds`."""
+
+
+class MissingBackendRoleError(SoniqError, NotImplementedError):
+    """A feature needs an optional backend role the configured backend does not fill.
+
+    `feature`, `role` and `backend` say which, so that a caller can fall back or report it."""
+
+    suggestion = "use a backend that fills the role (the bundled PostgreSQL, SQLite and Redis backends fill them all)"
+
+    def __init__(self, message: object = "", *, feature: str = "", role: str = "", backend: str = "") -> None:
+        super().__init__(message)
+        self.feature = feature
+        self.role = role
+        self.backend = backend
 
 
 class NoJobsRegisteredError(SoniqError, RuntimeError):

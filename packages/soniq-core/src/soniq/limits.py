@@ -21,7 +21,7 @@ from soniq.params import GroupLimit, LimitScope
 from soniq.validation import JobOptionsError
 
 if TYPE_CHECKING:
-    from soniq.backend import Backend
+    from soniq.backend import QueueStore
 
 MAX_LIMIT_KEY_LENGTH = 255
 """The longest `limit_key` a row stores (as `dedup_key`): a longer computed key is refused at enqueue."""
@@ -331,24 +331,28 @@ PROCESSING_SCAN = 1000
 """Running rows `limit_usage` reads at most to count job-scoped groups."""
 
 
-async def limit_usage(backend: Backend, limits: Sequence[GroupLimit]) -> list[dict[str, Any]]:
+async def limit_usage(backend: QueueStore, limits: Sequence[GroupLimit]) -> list[dict[str, Any]]:
     """Each limit as JSON-ready data with what is `processing` in its group right now.
 
     Queue limits are counted exactly from the per-queue counts; job limits from the running rows,
     read up to `PROCESSING_SCAN` of them (``complete`` says whether that was all). A partitioned
     limit lists the running count per `limit_key`. Two reads at most, whatever the number of limits.
+    Both are `OperatorReads`: a backend without that role raises `MissingBackendRoleError`.
     """
+    from soniq import features
     from soniq.params import JobCountsParams, ListJobsParams
     from soniq.records import JobStatus
+
+    reads = features.operator_reads(backend, features.LIMIT_USAGE)
 
     queues = [limit.name for limit in limits if limit.scope is LimitScope.QUEUE]
     running_in_queue: dict[str, int] = {}
     if queues:
-        running_in_queue = {c.queue: c.processing for c in await backend.job_counts(JobCountsParams(queues=queues))}
+        running_in_queue = {c.queue: c.processing for c in await reads.job_counts(JobCountsParams(queues=queues))}
     by_job: dict[str, dict[str | None, int]] = {}
     complete = True
     if any(limit.scope is LimitScope.JOB for limit in limits):
-        rows = await backend.list_jobs(ListJobsParams(status=JobStatus.PROCESSING, limit=PROCESSING_SCAN))
+        rows = await reads.list_jobs(ListJobsParams(status=JobStatus.PROCESSING, limit=PROCESSING_SCAN))
         complete = len(rows) < PROCESSING_SCAN
         for row in rows:
             keys = by_job.setdefault(row.job_name, {})

@@ -17,7 +17,7 @@ from soniq.params import FindStaleJobsParams, Rescue, RescueAction, RescueJobsPa
 from soniq.records import DeadLetterReason, JobRecord, RecoveryResult, StaleJobPolicy, WorkerStatus
 
 if TYPE_CHECKING:
-    from soniq.backend import Backend
+    from soniq.backend import QueueStore
 
 logger = logging.getLogger("soniq.worker")
 
@@ -53,7 +53,9 @@ def decide_rescue(row: JobRecord, *, policy: StaleJobPolicy, heartbeat_timeout: 
     return fenced(action=RescueAction.REQUEUE, attempts=attempts, error=error)
 
 
-async def sweep_stale_workers(backend: Backend, *, heartbeat_timeout: float, policy: StaleJobPolicy) -> RecoveryResult:
+async def sweep_stale_workers(
+    backend: QueueStore, *, heartbeat_timeout: float, policy: StaleJobPolicy
+) -> RecoveryResult:
     """One stale-worker sweep: find, decide per row, store; report what was written."""
     scan = await backend.find_stale_jobs(FindStaleJobsParams(heartbeat_timeout=heartbeat_timeout))
     if scan.skipped:
@@ -89,7 +91,7 @@ def lost_record(
 
 
 async def record_lost_workers(
-    backend: Backend, worker_ids: Sequence[str], rescues: Sequence[Rescue], *, heartbeat_timeout: float
+    backend: QueueStore, worker_ids: Sequence[str], rescues: Sequence[Rescue], *, heartbeat_timeout: float
 ) -> None:
     """On each worker row the sweep marked `stopped`, record in `last_shutdown` that recovery stopped it
     and which of its rows it rescued.

@@ -24,7 +24,7 @@ from soniq.errors import SoniqError
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
-    from soniq.backend import Backend
+    from soniq.backend import QueueStore
 
 T = TypeVar("T")
 
@@ -56,7 +56,7 @@ class SyncBridge:
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-        self._backend: Backend | None = None
+        self._backend: QueueStore | None = None
         self._backend_connected = False
         self._backend_lock: asyncio.Lock | None = None
 
@@ -80,7 +80,7 @@ class SyncBridge:
         future = asyncio.run_coroutine_threadsafe(make, loop)
         return future.result()
 
-    def backend_for_running_loop(self) -> Awaitable[Backend] | None:
+    def backend_for_running_loop(self) -> Awaitable[QueueStore] | None:
         """The bridge's backend (connected) when called on the bridge's loop, else None."""
         loop = self._loop
         if loop is None:
@@ -93,7 +93,7 @@ class SyncBridge:
             return None
         return self._connected_backend()
 
-    async def _connected_backend(self) -> Backend:
+    async def _connected_backend(self) -> QueueStore:
         app = self._app()
         if app is None:  # pragma: no cover - the app owns the bridge
             raise SoniqError("the app behind this sync bridge is gone")

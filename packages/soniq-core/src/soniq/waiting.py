@@ -7,6 +7,10 @@ and re-reads only the ids it says changed (all of them when it cannot tell). Wit
 `SAFETY_REREAD_SECONDS`, in case a change was missed; without push the call simply sleeps
 `poll_interval`, so the cost is one read per waited job per poll interval and never one poll
 loop per waiter. The task ends when the last waiter is gone, and `app.close()` ends it too.
+
+On a backend without the `CancelChannel` role there is nothing to watch: the task reads every
+waited id once per `poll_interval` (`get_job`). Without the `DeadLetterStore` role a job whose
+row left the jobs table cannot be told apart (dead-lettered, deleted or pruned): see `read_outcome`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from soniq import features
+from soniq.backend import CancelChannel, DeadLetterStore, has_role
 from soniq.errors import JobCancelledError, JobFailedError, JobNotFoundError, SoniqError
 from soniq.params import GetDeadLetterParams, GetJobParams, WaitForJobChangesParams, WatchJobsParams
 from soniq.records import JobStatus
@@ -26,7 +32,7 @@ from soniq.validation import JobOptionsError
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
-    from soniq.backend import Backend
+    from soniq.backend import QueueStore
 
 logger = logging.getLogger("soniq.waiting")
 
@@ -61,8 +67,13 @@ class Finished:
             future.set_result(self.result)
 
 
-async def read_outcome(backend: Backend, job_id: str, *, seen_before: bool) -> Finished | None:
-    """The job's final state, or None while it is `queued` or `processing`."""
+async def read_outcome(backend: QueueStore, job_id: str, *, seen_before: bool) -> Finished | None:
+    """The job's final state, or None while it is `queued` or `processing`.
+
+    A job with no row in the jobs table is `JobFailedError` when its dead-letter row is found, else
+    `JobNotFoundError`. On a backend without the `DeadLetterStore` role the dead-letter rows are not
+    read, so a dead-lettered job is `JobNotFoundError` too (its message says why): never a result,
+    and never a wait that goes on for a job that will not run again."""
     from soniq.app import dead_letter_job_dict, job_dict
 
     row = await backend.get_job(GetJobParams(job_id=job_id))
@@ -73,7 +84,13 @@ async def read_outcome(backend: Backend, job_id: str, *, seen_before: bool) -> F
             data = job_dict(row)
             return Finished(error=lambda: JobCancelledError(job_id, row.last_error, data))
         return None
-    dead = await backend.get_dead_letter(GetDeadLetterParams(job_id=job_id))
+    if not has_role(backend, DeadLetterStore):
+        message = (
+            f"job {job_id} is not in the jobs table, and {type(backend).__name__} keeps no readable dead-letter "
+            "rows (no DeadLetterStore role): it was dead-lettered, deleted or pruned, or never existed"
+        )
+        return Finished(error=lambda: JobNotFoundError(job_id, message))
+    dead = await features.dead_letter_store(backend).get_dead_letter(GetDeadLetterParams(job_id=job_id))
     if dead is not None:
         data = dead_letter_job_dict(dead)
         return Finished(error=lambda: JobFailedError(job_id, dead.last_error, data))
@@ -85,6 +102,12 @@ async def read_outcome(backend: Backend, job_id: str, *, seen_before: bool) -> F
         "delete_job and pruning delete rows too)"
     )
     return Finished(error=lambda: JobNotFoundError(job_id, message))
+
+
+async def _poll(seconds: float) -> set[str] | None:
+    """What waiting for changes is without a `CancelChannel`: a sleep, after which every id is read."""
+    await asyncio.sleep(seconds)
+    return None
 
 
 def _retrieve(task: asyncio.Future[Any]) -> None:
@@ -164,7 +187,7 @@ class JobWaiter:
         for future in self._futures.pop(job_id, []):
             finished.settle(future)
 
-    async def _read(self, backend: Backend, ids: Iterable[str]) -> None:
+    async def _read(self, backend: QueueStore, ids: Iterable[str]) -> None:
         wanted = [job_id for job_id in ids if job_id in self._futures]
         for start in range(0, len(wanted), READ_BATCH):
             chunk = wanted[start : start + READ_BATCH]
@@ -175,7 +198,8 @@ class JobWaiter:
 
     async def _serve(self) -> None:
         backend = await self._app.connected_backend()
-        push = backend.capabilities.push_job_changes
+        channel = features.cancel_channel(backend) if has_role(backend, CancelChannel) else None
+        push = channel is not None and backend.capabilities.push_job_changes
         timeout = SAFETY_REREAD_SECONDS if push else self._app.settings.poll_interval
         # Every wait call in flight, oldest first, with the ids it covers. A call is never cancelled
         # while waiters remain (a store may already have handed it a change): each one ends by its
@@ -190,14 +214,16 @@ class JobWaiter:
                 try:
                     fresh, self._fresh = self._fresh, set()
                     self._changed.clear()
-                    if fresh:
-                        await backend.watch_jobs(WatchJobsParams(job_ids=sorted(fresh)))
+                    if fresh and channel is not None:
+                        await channel.watch_jobs(WatchJobsParams(job_ids=sorted(fresh)))
                     reread: set[str] = set()
                     # Without push a call only sleeps: the one in flight ends in a full read anyway.
                     if latest is None or latest.done() or (fresh and push):
                         ids = tuple(sorted(self._futures))
                         params = WaitForJobChangesParams(job_ids=ids, timeout=timeout)
-                        latest = asyncio.ensure_future(backend.wait_for_job_changes(params))
+                        latest = asyncio.ensure_future(
+                            channel.wait_for_job_changes(params) if channel is not None else _poll(timeout)
+                        )
                         calls[latest] = ids
                         await asyncio.sleep(0)  # let the new call subscribe before the read below
                         if len(calls) > MAX_CALLS_IN_FLIGHT:

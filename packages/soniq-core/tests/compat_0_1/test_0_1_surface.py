@@ -1,4 +1,4 @@
-"""The names soniq 0.1.0's own public-API tests use that this release first lacked (issue 28).
+"""The names soniq 0.1.0's own public-API tests use still exist and mean what they meant.
 
 `conftest.py` beside this module runs it on every backend. `app.is_closed`, and
 `app.scheduler.start()` / `stop()` / `running` with 0.1.0's meaning: the scheduler loop runs

@@ -30,7 +30,15 @@ from soniq.validation import JobOptionsError
 from soniq_dashboard.access import HostGuard, ReadKeyGuard, UrlGuard
 from soniq_dashboard.charts import Charts
 from soniq_dashboard.metrics import MetricsEndpoint
-from soniq_dashboard.reads import STATUSES, DashboardReads, JobFilter, args_preview, first_line, run_words
+from soniq_dashboard.reads import (
+    STATUSES,
+    DashboardReads,
+    JobFilter,
+    args_preview,
+    first_line,
+    require_dashboard_roles,
+    run_words,
+)
 from soniq_dashboard.security import (
     API_KEY_FIELD,
     CSRF_COOKIE,
@@ -405,7 +413,12 @@ def create_dashboard_app(
     every page and JSON endpoint answer 401 without that key (header
     ``X-Soniq-Read-Key``, ``Authorization: Bearer``, or the cookie the
     login form sets). Mounted in your app, your own middleware may do both.
+
+    A backend without the `OperatorReads` or `DeadLetterStore` role is refused here, with
+    `MissingBackendRoleError` naming "the dashboard", rather than with a failing page later; one
+    without `ScheduleStore` gets a schedules page saying it keeps no schedules.
     """
+    require_dashboard_roles(app.backend)
     if prefix and (not prefix.startswith("/") or prefix.endswith("/")):
         raise ValueError(f"prefix must start with '/' and not end with one, got {prefix!r}")
     if poll_interval <= 0:

@@ -11,6 +11,7 @@ import logging
 from typing import Any
 
 from soniq import Soniq
+from soniq_dashboard.reads import require_dashboard_roles
 
 logger = logging.getLogger("soniq.dashboard")
 
@@ -53,7 +54,7 @@ class MetricsEndpoint:
             # hand the read to this same loop (which would only serve the previous values). A dashboard
             # registers no jobs, so the queues to report come from the store itself.
             try:
-                backend = await self.app.connected_backend()
+                backend = require_dashboard_roles(await self.app.connected_backend())
                 gauges.add_queues(await backend.queue_names())
                 await asyncio.wait_for(gauges.refresh(), REFRESH_TIMEOUT)
             except Exception as exc:  # the series still render, with soniq_queue_gauges_up = 0

@@ -8,6 +8,11 @@ last shutdown did (or what stale recovery took), and `list_schedules` through
 `app.scheduler.list()`. Every answer is exact; no read scans more than one page, except the
 jobs page's due-now and scheduled-for-later filters, which read at most `SCAN_READS` pages of
 queued rows (the page says when it stopped short).
+
+Backend roles: every page reads `OperatorReads` and the dead-letter page `DeadLetterStore`, so
+`create_dashboard_app` refuses a backend without either (`require_dashboard_roles`,
+`MissingBackendRoleError` naming "the dashboard"). Schedules are `ScheduleStore`: without it the
+schedules page says the backend keeps none instead of failing.
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Protocol, cast
 
-from soniq import Soniq
-from soniq.backend import Backend
+from soniq import Soniq, features
+from soniq.backend import DeadLetterStore, OperatorReads, QueueStore, ScheduleStore, has_role
 from soniq.limits import describe
 from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobCursor, JobPageParams, LimitScope
 from soniq.records import ActivityBucket, JobStatus, QueueCounts
@@ -157,6 +162,20 @@ class Schedules:
     rows: list[ScheduleView]
     late_after: timedelta
     """A due time older than this (two scheduler polls) counts as late."""
+    missing_role: str | None = None
+    """The role the backend lacks to keep schedules at all (``ScheduleStore``), or None."""
+
+
+class DashboardStore(QueueStore, OperatorReads, DeadLetterStore, Protocol):
+    """The backend roles the dashboard reads."""
+
+
+def require_dashboard_roles(backend: QueueStore) -> DashboardStore:
+    """`backend` as the dashboard reads it, or `MissingBackendRoleError` ("the dashboard") when it
+    lacks `OperatorReads` or `DeadLetterStore`."""
+    features.operator_reads(backend, features.DASHBOARD)
+    features.dead_letter_store(backend, features.DASHBOARD)
+    return cast(DashboardStore, backend)  # both roles checked just above
 
 
 def mark_scheduled(row: dict[str, Any], now: datetime) -> dict[str, Any]:
@@ -252,8 +271,8 @@ class DashboardReads:
     def __init__(self, app: Soniq) -> None:
         self.app = app
 
-    async def _backend(self) -> Backend:
-        return await self.app.connected_backend()
+    async def _backend(self) -> DashboardStore:
+        return require_dashboard_roles(await self.app.connected_backend())
 
     async def queue_names(self) -> list[str]:
         return list(await (await self._backend()).queue_names())
@@ -285,7 +304,7 @@ class DashboardReads:
             activity=activity,
         )
 
-    async def _windows(self, backend: Backend) -> tuple[list[WindowCounts], list[ActivityBucket]]:
+    async def _windows(self, backend: DashboardStore) -> tuple[list[WindowCounts], list[ActivityBucket]]:
         """Done and dead-lettered rows per window, from one read of the longest window in minute buckets.
 
         One read, not one per window: the shorter windows are the trailing buckets of the longest, so the
@@ -446,6 +465,8 @@ class DashboardReads:
         """Every schedule in the store, in name order, through `app.scheduler.list()` (what `soniq inspect` shows)."""
         now = _now()
         late_after = timedelta(seconds=2 * float(self.app.settings.scheduler_poll_interval))
+        if not has_role(self.app.backend, ScheduleStore):
+            return Schedules(rows=[], late_after=late_after, missing_role="ScheduleStore")
         rows = []
         for view in await self.app.scheduler.list():
             next_run = _aware(view["next_run"])

@@ -99,7 +99,21 @@ from soniq_memory.enqueue import insert_jobs, queued_row
 from soniq_memory.recovery import apply_rescue, find_stale
 from soniq_memory.store import MemoryStore, export, json_copy, named_stores
 
+ROLES = {
+    "QueueStore": 1,
+    "DeadLetterStore": 1,
+    "ScheduleStore": 1,
+    "OperatorReads": 1,
+    "SchemaAdmin": 1,
+    "CancelChannel": 1,
+    "LimitStore": 1,
+    "DependencyStore": 1,
+    "RetentionStore": 1,
+}
+"""Every role this backend fills, with the version of each it implements."""
+
 _CAPABILITIES = BackendCapabilities(
+    roles=ROLES,
     push_wakeup=True,
     transactional_enqueue=False,
     shared_across_processes=False,

@@ -1,71 +1,44 @@
 """Job dependencies in the memory store (protocol 4).
 
-`plan_inserts` decides, before anything is written, each new row's `waiting_on`
-(or that it starts `cancelled`), so a batch with an unknown dependency stores
-nothing. `settle` runs under the same lock as the terminal write it follows:
-it reads only the finished row's edge list (dependency id -> dependent ids),
-never a scan of waiting rows, and cascades a `cancel` through the dependents'
-own edge lists.
+`plan_inserts` reads each dependency and asks core's `soniq.backend.rules.plan_insert`,
+before anything is written, for each new row's `waiting_on` (or that it starts `cancelled`),
+so a batch with an unknown dependency stores nothing. `settle` runs under the same lock as
+the terminal write it follows: it reads only the finished row's edge list (dependency id -> dependent ids),
+never a scan of waiting rows, writes what `rules.on_dependency_finished` says for
+each dependent, and cascades a `cancel` through the dependents' own edge lists.
 """
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from soniq.backend import rules
+from soniq.backend.rules import DependencyState, InsertPlan
 from soniq.errors import UnknownDependencyError
-from soniq.records import DependencyPolicy, JobRecord, JobStatus, NewJob
+from soniq.records import JobStatus, NewJob
 
 if TYPE_CHECKING:
     from soniq_memory.store import MemoryStore
 
-
-class Finish(enum.Enum):
-    """How a row stopped being pending, as its dependents see it."""
-
-    DONE = "done"
-    CANCELLED = "cancelled"
-    DEAD_LETTERED = "dead-lettered"
-    DELETED = "deleted"
-
-    @property
-    def resolves(self) -> bool:
-        return self is Finish.DONE
+Finish = DependencyState
+"""How a row stopped being pending, as its dependents see it (core's `rules.DependencyState`)."""
 
 
-def failure_message(dep_id: str, how: Finish) -> str:
-    return f"dependency {dep_id} was {how.value}"
-
-
-@dataclass(frozen=True, slots=True)
-class InsertPlan:
-    """What a new row starts as: pending dependencies (edges to record), or cancelled by a failed one."""
-
-    waiting_on: int
-    pending: tuple[str, ...]
-    cancelled_by: str | None = None
-    """`last_error` when a dependency already failed under policy `cancel`."""
-
-
-def _state(store: MemoryStore, dep_id: str, batch: dict[str, JobStatus]) -> Finish | None:
-    """A dependency as it stands now: None while pending, else how it finished."""
+def _state(store: MemoryStore, dep_id: str, batch: dict[str, JobStatus]) -> DependencyState:
+    """A dependency as it stands now (the caller checked it is a job row, a dead letter or earlier in the call)."""
     status = batch.get(dep_id)
     if status is None:
         row = store.jobs.get(dep_id)
         status = row.status if row is not None else None
-    if status is JobStatus.DONE:
-        return Finish.DONE
-    if status is JobStatus.CANCELLED:
-        return Finish.CANCELLED
-    if status is not None:
-        return None
-    return Finish.DEAD_LETTERED  # the caller checked it is a dead-letter row
+    if status is None:
+        return DependencyState.DEAD_LETTERED
+    return rules.state_of_row(status)
 
 
 def plan_inserts(store: MemoryStore, jobs: Sequence[NewJob], aliases: dict[str, str]) -> list[InsertPlan]:
-    """One plan per job; raises `UnknownDependencyError` naming every missing id of the call.
+    """One plan per job (`rules.plan_insert`); raises `UnknownDependencyError` naming every missing id of the call.
 
     `aliases` maps the id of a job deduplicated onto an existing row to that row's id;
     jobs earlier in the call count as rows (a later one does not: no call can store a cycle)."""
@@ -74,25 +47,17 @@ def plan_inserts(store: MemoryStore, jobs: Sequence[NewJob], aliases: dict[str, 
     missing: list[str] = []
     for job in jobs:
         if job.id in aliases:
-            plans.append(InsertPlan(waiting_on=0, pending=()))
+            plans.append(InsertPlan(JobStatus.QUEUED, 0, ()))
             continue
-        pending: list[str] = []
-        failed: str | None = None
+        states: list[tuple[str, DependencyState]] = []
         for given in job.depends_on:
             dep_id = aliases.get(given, given)
             if dep_id not in batch and dep_id not in store.jobs and dep_id not in store.dead_letters:
                 missing.append(given)
                 continue
-            state = _state(store, dep_id, batch)
-            if state is None:
-                pending.append(dep_id)
-            elif not state.resolves and failed is None:
-                failed = failure_message(dep_id, state)
-        if failed is not None and job.dependency_policy is DependencyPolicy.CANCEL:
-            plan = InsertPlan(waiting_on=0, pending=(), cancelled_by=failed)
-        else:
-            plan = InsertPlan(waiting_on=len(pending), pending=tuple(pending))
-        batch[job.id] = JobStatus.CANCELLED if plan.cancelled_by is not None else JobStatus.QUEUED
+            states.append((dep_id, _state(store, dep_id, batch)))
+        plan = rules.plan_insert(job.dependency_policy, states)
+        batch[job.id] = plan.status
         plans.append(plan)
     if missing:
         raise UnknownDependencyError(list(dict.fromkeys(missing)))
@@ -104,33 +69,34 @@ def record_edges(store: MemoryStore, row_id: str, pending: Sequence[str]) -> Non
         store.dependents.setdefault(dep_id, []).append(row_id)
 
 
-def settle(store: MemoryStore, job_id: str, how: Finish) -> None:
-    """Resolve or fail the dependents of a row that just finished, recursively for cancels."""
-    stack = [(job_id, how)]
+def settle(store: MemoryStore, job_id: str, how: DependencyState) -> None:
+    """Apply `rules.on_dependency_finished` to each dependent of a row that just finished, and to
+    the dependents of every row that cancels in turn (as `cancelled`)."""
+    stack = [(job_id, DependencyState(how))]
     while stack:
         dep_id, finish = stack.pop()
         for dependent_id in store.dependents.pop(dep_id, ()):
             row = store.jobs.get(dependent_id)
-            if row is None or row.status is not JobStatus.QUEUED or row.waiting_on <= 0:
+            if row is None:
                 continue
-            if finish.resolves or row.dependency_policy is DependencyPolicy.RUN:
-                _count_down(store, row)
+            update = rules.on_dependency_finished(
+                row.dependency_policy, finish, dep_id, status=row.status, waiting_on=row.waiting_on
+            )
+            if update.action is rules.DependentAction.LEAVE:
+                continue
+            if update.action is rules.DependentAction.COUNT_DOWN:
+                store.put_job(replace(row, waiting_on=update.waiting_on))
+                if update.released:
+                    store.wake(row.queue)
                 continue
             store.put_job(
                 replace(
                     row,
                     status=JobStatus.CANCELLED,
-                    waiting_on=0,
-                    last_error=failure_message(dep_id, finish),
+                    waiting_on=update.waiting_on,
+                    last_error=update.last_error,
                     updated_at=store.now(),
                 )
             )
             store.publish_change(dependent_id)
-            stack.append((dependent_id, Finish.CANCELLED))
-
-
-def _count_down(store: MemoryStore, row: JobRecord) -> None:
-    left = row.waiting_on - 1
-    store.put_job(replace(row, waiting_on=left))
-    if left == 0:
-        store.wake(row.queue)
+            stack.append((dependent_id, DependencyState.CANCELLED))

@@ -98,8 +98,8 @@ def insert_jobs(store: MemoryStore, jobs: Sequence[NewJob]) -> list[str]:
             limit_key=job.limit_key,
             waiting_on=plan.waiting_on,
         )
-        if plan.cancelled_by is not None:
-            row = replace(row, status=JobStatus.CANCELLED, last_error=plan.cancelled_by, dedup_key=None)
+        if plan.cancelled:
+            row = replace(row, status=JobStatus.CANCELLED, last_error=plan.last_error, dedup_key=None)
         rows.append((row, plan.pending))
     for row, pending in rows:
         store.put_job(row)

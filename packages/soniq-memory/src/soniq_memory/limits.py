@@ -4,35 +4,35 @@ The claim holds the store's lock from the first count to the last write, so
 no other claim can slip between a check and its claim. Concurrency is counted
 from the real `processing` rows at the start of each limited claim (nothing to
 keep in step when a row leaves `processing` by any path); rate windows are
-fixed, epoch-aligned and kept per group as (window index, claims), an older
-window counting as empty.
+fixed, epoch-aligned (`soniq.backend.rules.window_start_us`) and kept per group
+as (window start, claims), an older window counting as empty. Which group a row
+counts in is `soniq.backend.rules.group_of`.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from soniq.params import GroupLimit, LimitScope
+from soniq.backend import rules
+from soniq.backend.rules import LimitGroup
+from soniq.params import GroupLimit
 from soniq.records import JobRecord, JobStatus
 from soniq_memory.store import MemoryStore, RateKey
 
-Group = tuple[int, str | None]
-"""(index of the limit in the claim's list, partition: the row's `limit_key` when partitioned)."""
+Group = tuple[int, LimitGroup]
+"""(index of the limit in the claim's list, the row's group under it as `rules.group_of` says)."""
 
 
 def _group(index: int, limit: GroupLimit, row: JobRecord) -> Group | None:
     """The row's group under `limit`, or None when the limit does not match the row."""
-    value = row.queue if limit.scope is LimitScope.QUEUE else row.job_name
-    if value != limit.name:
-        return None
-    return index, row.limit_key if limit.partitioned else None
+    group = rules.group_of(limit, queue=row.queue, job_name=row.job_name, limit_key=row.limit_key)
+    return None if group is None else (index, group)
 
 
 def _rate_key(limit: GroupLimit, group: Group) -> RateKey:
-    return limit.key, limit.partitioned, group[1], float(limit.rate_period)
+    return group[1].limit, group[1].partitioned, group[1].limit_key, float(limit.rate_period)
 
 
 class LimitGate:
@@ -41,8 +41,10 @@ class LimitGate:
     def __init__(self, store: MemoryStore, limits: Sequence[GroupLimit], now: datetime) -> None:
         self._store = store
         self._limits = list(limits)
+        now_us = rules.epoch_us(now)
+        # Each rate window is known by its start (microseconds since the epoch), as `rules.window_start_us` says.
         self._windows = [
-            math.floor(now.timestamp() / limit.rate_period) if limit.rate_limit is not None else 0
+            rules.window_start_us(now_us, limit.rate_period) if limit.rate_limit is not None else 0
             for limit in self._limits
         ]
         self._running: Counter[Group] = Counter()

@@ -90,7 +90,7 @@ class MemoryStore:
     watched: set[str] = field(default_factory=set)
     """Ids whose finishing write publishes a change (`watch_jobs`)."""
     rate_windows: dict[RateKey, tuple[int, int]] = field(default_factory=dict)
-    """Per rate-limited group: (window index, claims in it); an older window counts as empty."""
+    """Per rate-limited group: (window start in epoch microseconds, claims in it); an older window counts as empty."""
     _last_now: datetime = field(default_factory=lambda: datetime.now(UTC))
     _waiters: set[_Waiter] = field(default_factory=set)
     _change_waiters: set[_ChangeWaiter] = field(default_factory=set)

@@ -23,6 +23,7 @@ from typing import Any
 import asyncpg
 
 from soniq.backend import BackendCapabilities
+from soniq.backend.event_loops import EventLoopBinding
 from soniq.errors import JobArgumentsError, SoniqError
 from soniq.params import (
     AcquireLeaseParams,
@@ -114,6 +115,19 @@ from soniq_postgres.rows import (
 )
 from soniq_postgres.stale import StaleSql, find_stale_jobs, rescue_jobs
 
+ROLES = {
+    "QueueStore": 1,
+    "DeadLetterStore": 1,
+    "ScheduleStore": 1,
+    "OperatorReads": 1,
+    "SchemaAdmin": 1,
+    "CancelChannel": 1,
+    "LimitStore": 1,
+    "DependencyStore": 1,
+    "RetentionStore": 1,
+}
+"""Every role this backend fills, with the version of each it implements."""
+
 log = logging.getLogger("soniq_postgres")
 
 # A worker's connections beyond one per slot: one claiming, one for
@@ -168,13 +182,14 @@ class PostgresBackend:
         self._pool_size = options.max_size
         self._schema_ready = False
         self._connect_lock = asyncio.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop = EventLoopBinding()
         self._listener: NotificationListener | None = None
         # Notification counter as of the last claim: lets `wait_for_jobs`
         # return at once when a job arrived between an empty claim and the wait.
         self._seen_before_claim = 0
         self._pooling_line: str | None = None  # scale-out: set by _resolve_pooling
         self._capabilities = BackendCapabilities(
+            roles=ROLES,
             push_wakeup=options.listen,
             transactional_enqueue=True,
             shared_across_processes=True,
@@ -1001,19 +1016,9 @@ SELECT (SELECT count(*) FROM d) AS total,
     # -- internals ---------------------------------------------------------
 
     def _follow_loop(self) -> None:
-        """Start afresh when called from another event loop than the pool's.
-
-        asyncpg connections belong to the loop that opened them; once that loop
-        has ended (``asyncio.run`` per request in a sync web app, a script's
-        several ``asyncio.run`` calls), they cannot be used or even closed
-        politely. One identity check per call; on a change, the old pool and
-        listener are dropped unawaited and the next statement reconnects.
-        """
-        loop = asyncio.get_running_loop()
-        if loop is self._loop:
-            return
-        previous, self._loop = self._loop, loop
-        if previous is None:
+        """Start afresh when called from another event loop than the pool's (see
+        `EventLoopBinding`): the old pool and listener are dropped unawaited."""
+        if not self._loop.moved():
             return
         pool, self._pool = self._pool, None
         self._listener = None

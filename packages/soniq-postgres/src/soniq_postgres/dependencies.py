@@ -22,23 +22,21 @@ import asyncio
 import json
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 import asyncpg
 
+from soniq.backend import rules
+from soniq.backend.rules import DependencyState
 from soniq.errors import UnknownDependencyError
 from soniq.records import DependencyPolicy, NewJob
 from soniq_postgres.queries import Queries
 from soniq_postgres.rows import job_arrays
 
-CANCELLED = "cancelled"
-DEAD_LETTERED = "dead-lettered"
-DELETED = "deleted"
-"""How a failed dependency ended: the tail of the dependent's ``last_error``."""
-
-_PENDING = "pending"
-_DONE = "done"
+CANCELLED = DependencyState.CANCELLED.value
+DEAD_LETTERED = DependencyState.DEAD_LETTERED.value
+DELETED = DependencyState.DELETED.value
+"""How a failed dependency ended (`rules.DependencyState`); None stands for done."""
 
 
 class DependencySql:
@@ -79,29 +77,32 @@ WITH stored AS (
     ON CONFLICT DO NOTHING
 )
 SELECT id, dedup_key, pg_notify($20, $21) FROM stored"""
-        # One round of resolution. $1 settled ids, $2 how each ended (NULL: done), $3 wake channel,
-        # $4 changes channel. Consumes the edges of the settled rows; each dependent still waiting
-        # either counts them down or, failed under policy `cancel`, becomes `cancelled`. Returns
-        # the dependents cancelled here that have dependents of their own (the next round).
+        # One round of resolution, applying `rules.on_dependency_finished` in one statement.
+        # $1 settled ids, $2 for each the `last_error` a dependent it cancels gets (NULL: it is
+        # done, which cancels nobody), $3 wake channel, $4 changes channel, $5 the policies under
+        # which this round's failures cancel a dependent. Both $2 and $5 come from core's rule; the
+        # statement only reads the dependents and writes. Consumes the edges of the settled rows;
+        # each dependent still waiting either counts them down or becomes `cancelled` (the failed
+        # dependency with the smallest id names the error). Returns the dependents cancelled here
+        # that have dependents of their own (the next round).
         self.resolve = f"""
 WITH x AS (
-    SELECT * FROM unnest($1::text[], $2::text[]) AS x(id, ended)
+    SELECT * FROM unnest($1::text[], $2::text[]) AS x(id, error)
 ), e AS (
     DELETE FROM {edges} AS e USING x WHERE e.dependency_id = x.id
-    RETURNING e.job_id, e.dependency_id, x.ended
+    RETURNING e.job_id, e.dependency_id, x.error
 ), a AS (
     SELECT job_id, count(*)::int AS n,
-           (array_agg(dependency_id ORDER BY dependency_id) FILTER (WHERE ended IS NOT NULL))[1] AS failed,
-           (array_agg(ended ORDER BY dependency_id) FILTER (WHERE ended IS NOT NULL))[1] AS ended
+           (array_agg(error ORDER BY dependency_id) FILTER (WHERE error IS NOT NULL))[1] AS error
     FROM e GROUP BY job_id
 ), u AS (
     UPDATE {jobs} AS j SET
-        status = CASE WHEN a.failed IS NOT NULL AND j.dependency_policy = 'cancel'
+        status = CASE WHEN a.error IS NOT NULL AND j.dependency_policy = ANY($5::text[])
                       THEN 'cancelled' ELSE 'queued' END,
-        waiting_on = CASE WHEN a.failed IS NOT NULL AND j.dependency_policy = 'cancel'
+        waiting_on = CASE WHEN a.error IS NOT NULL AND j.dependency_policy = ANY($5::text[])
                           THEN 0 ELSE GREATEST(j.waiting_on - a.n, 0) END,
-        last_error = CASE WHEN a.failed IS NOT NULL AND j.dependency_policy = 'cancel'
-                          THEN 'dependency ' || a.failed || ' was ' || a.ended ELSE j.last_error END,
+        last_error = CASE WHEN a.error IS NOT NULL AND j.dependency_policy = ANY($5::text[])
+                          THEN a.error ELSE j.last_error END,
         updated_at = now()
     FROM a
     WHERE j.id = a.job_id AND j.status = 'queued' AND j.waiting_on > 0
@@ -121,14 +122,21 @@ async def resolve(
     changes_channel: str,
 ) -> None:
     """Resolve the dependents of `settled` rows ((id, how it failed, or None when done)),
-    cascading `cancel` through dependents of dependents. Run inside the terminal write's transaction."""
+    cascading `cancel` through dependents of dependents. Run inside the terminal write's transaction.
+
+    One statement per round and per way of ending (a round is normally all one way)."""
     pending = list(settled)
     while pending:
-        row = await connection.fetchrow(
-            sql.resolve, [i for i, _ in pending], [ended for _, ended in pending], wake_channel, changes_channel
-        )
-        assert row is not None
-        pending = [(job_id, CANCELLED) for job_id in row["next"]]
+        following: list[tuple[str, str | None]] = []
+        for ended in dict.fromkeys(how for _, how in pending):
+            ids = [job_id for job_id, how in pending if how == ended]
+            state = DependencyState.DONE if ended is None else DependencyState(ended)
+            errors = [rules.dependency_failed_error(job_id, state) if state.failed else None for job_id in ids]
+            cancelling = [policy.value for policy in rules.policies_cancelled_by(state)]
+            row = await connection.fetchrow(sql.resolve, ids, errors, wake_channel, changes_channel, cancelling)
+            assert row is not None
+            following.extend((job_id, CANCELLED) for job_id in row["next"])
+        pending = following
 
 
 async def settle(
@@ -178,13 +186,6 @@ async def retrying(attempt: Callable[[], Awaitable[_T]]) -> _T:
     raise AssertionError("unreachable")
 
 
-@dataclass(slots=True)
-class _Planned:
-    status: str
-    waiting_on: int
-    last_error: str | None
-
-
 async def insert_with_dependencies(
     connection: asyncpg.Connection, sql: DependencySql, jobs: Sequence[NewJob], *, wake_channel: str, payload: str
 ) -> list[str]:
@@ -209,35 +210,33 @@ async def _insert_with_dependencies(
                 if position.get(dep, index) >= index:
                     wanted.setdefault(dep, None)
         external = list(wanted)
-        ended: dict[str, str] = {}
+        ended: dict[str, DependencyState] = {}
         if external:
             for row in await connection.fetch(sql.flag, external):
-                status = row["status"]
-                ended[row["id"]] = _PENDING if status in ("queued", "processing") else status
+                ended[row["id"]] = rules.state_of_row(row["status"])
             rest = [dep for dep in external if dep not in ended]
             if rest:
                 dead = {row["id"] for row in await connection.fetch(sql.dead_ids, rest)}
                 missing = [dep for dep in rest if dep not in dead]
                 if missing:
                     raise UnknownDependencyError(missing)
-                ended.update(dict.fromkeys(dead, DEAD_LETTERED))
-        plans: list[_Planned] = []
+                ended.update(dict.fromkeys(dead, DependencyState.DEAD_LETTERED))
+        plans: list[rules.InsertPlan] = []
         edges: list[tuple[str, str]] = []
         for index, job in enumerate(jobs):
-            plan = _plan(job, ended)
+            plan = rules.plan_insert(job.dependency_policy, [(dep, ended[dep]) for dep in job.depends_on])
             plans.append(plan)
-            if plan.status == "queued":
-                edges.extend((dep, job.id) for dep in job.depends_on if ended[dep] == _PENDING)
+            edges.extend((dep, job.id) for dep in plan.pending)
             # A later job of the call reads this one as it is stored.
             if position.get(job.id) == index:
-                ended[job.id] = _PENDING if plan.status == "queued" else CANCELLED
+                ended[job.id] = DependencyState.CANCELLED if plan.cancelled else DependencyState.PENDING
         depended = {dep for dep, _ in edges}
         rows = await connection.fetch(
             sql.insert,
             *job_arrays(jobs),
             [job.dedup_key for job in jobs],
             [job.producer_id for job in jobs],
-            [plan.status for plan in plans],
+            [plan.status.value for plan in plans],
             [plan.waiting_on for plan in plans],
             [plan.last_error for plan in plans],
             [json.dumps(list(job.depends_on)) for job in jobs],
@@ -251,18 +250,3 @@ async def _insert_with_dependencies(
         )
     by_key = {row["dedup_key"]: str(row["id"]) for row in rows if row["dedup_key"] is not None}
     return [by_key.get(job.dedup_key, job.id) if job.dedup_key is not None else job.id for job in jobs]
-
-
-def _plan(job: NewJob, ended: dict[str, str]) -> _Planned:
-    """The row as stored: waiting on its pending dependencies, or cancelled by a failed one."""
-    pending = 0
-    failed: tuple[str, str] | None = None
-    for dep in job.depends_on:
-        state = ended[dep]
-        if state == _PENDING:
-            pending += 1
-        elif state != _DONE and failed is None:
-            failed = (dep, state)
-    if failed is not None and DependencyPolicy(job.dependency_policy) is DependencyPolicy.CANCEL:
-        return _Planned("cancelled", 0, f"dependency {failed[0]} was {failed[1]}")
-    return _Planned("queued", pending, None)

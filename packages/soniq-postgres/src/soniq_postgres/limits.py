@@ -6,9 +6,10 @@ transaction that first takes ``pg_advisory_xact_lock`` on the namespace's key, s
 limited claims run one at a time fleet-wide (each statement after the lock reads
 what the previous holder committed), then:
 
-1. counts the `processing` rows of each limited group from the rows themselves
-   (partial indexes on ``status = 'processing'``) and reads the current rate
-   windows, deleting past ones, in one statement;
+1. counts the `processing` rows of the limited queues and job names from the rows
+   themselves (partial indexes on ``status = 'processing'``), per queue, job name and
+   `limit_key`, and reads the current rate windows, deleting past ones, in one statement;
+   which group each count belongs to is core's `soniq.backend.rules.group_of`;
 2. reads candidate rows in claim order with ``FOR UPDATE SKIP LOCKED``, leaving
    out in SQL the groups that are already full, and picks in Python the rows that
    keep every group within its limits (a row held back is passed over; rows of
@@ -18,7 +19,13 @@ what the previous holder committed), then:
 
 Everything is transaction-scoped (the lock too), so it works through PgBouncer
 in transaction mode. Windows are fixed, ``rate_period`` seconds long, aligned to
-the Unix epoch on the server's clock (the transaction's ``now()``).
+the Unix epoch on the server's clock: the statement that takes the lock reads the
+transaction's ``now()``, and core's `soniq.backend.rules.window_start` turns it into
+each limit's window start, passed to the statements as a parameter.
+
+What SQL still decides about groups: `LimitSql.candidates` leaves out, as a pre-filter,
+the rows of groups already full (by queue or job name, and `limit_key` for a partitioned
+limit). Every row it returns is checked again with `rules.group_of` before it is taken.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from soniq.backend import rules
+from soniq.backend.rules import LimitGroup
 from soniq.params import ClaimJobsParams, GroupLimit, LimitScope
 from soniq.records import JobRecord
 from soniq_postgres.migrations import LIMITS_LOCK
@@ -52,6 +61,11 @@ def partition_of(limit_key: str | None) -> str:
     return NO_KEY if limit_key is None else f"k:{limit_key}"
 
 
+def partition_text(group: LimitGroup) -> str:
+    """How a group (`rules.group_of`) is stored and filtered: `WHOLE`, or its partition text."""
+    return partition_of(group.limit_key) if group.partitioned else WHOLE
+
+
 def window_name(limit: GroupLimit) -> str:
     """The rate window's name: the limit and its period (windows of two periods never mix)."""
     return f"{limit.key}@{float(limit.rate_period)!r}"
@@ -63,37 +77,34 @@ class LimitSql:
     def __init__(self, q: Queries) -> None:
         schema = q.jobs.rsplit(".", 1)[0]
         windows = f"{schema}.soniq_rate_windows"
-        self.lock = "SELECT pg_advisory_xact_lock($1, hashtext($2))"
-        # What each group holds, in one read: its running rows ($1 queue names, $2 partitioned,
-        # $3 limit index; $4..$6 the same for job-name limits) and its claims in the current rate
-        # window ($7 window names, $8 periods, $9 limit index). Past windows of these limits go.
-        part = partition_sql("j.")
+        # Limited claims run one at a time; the transaction's clock, read here, dates the claim.
+        self.lock = "SELECT pg_advisory_xact_lock($1, hashtext($2)) AS locked, now() AS now"
+        # What each group holds, in one read: the running rows of the limited queues ($1) and job
+        # names ($2) per queue, job name and limit_key, and the claims of each rate limit in its
+        # current window ($3 window names, $4 window starts, $5 limit index). Past windows go.
         self.groups = f"""
 WITH w AS (
-    SELECT i, name, to_timestamp(floor(extract(epoch FROM now()) / period) * period) AS start
-    FROM unnest($7::text[], $8::float8[], $9::int[]) AS l(name, period, i)
+    SELECT * FROM unnest($3::text[], $4::timestamptz[], $5::int[]) AS w(name, start, i)
 ), past AS (
     DELETE FROM {windows} AS r USING w WHERE r.limit_name = w.name AND r.window_start < w.start
 )
-SELECT true AS running, l.i, CASE WHEN l.part THEN {part} ELSE '{WHOLE}' END AS partition, count(*)::int AS n
-FROM unnest($1::text[], $2::bool[], $3::int[]) AS l(name, part, i)
-JOIN {q.jobs} AS j ON j.status = 'processing' AND j.queue = l.name
-GROUP BY 2, 3
+SELECT 'queue' AS kind, queue, job_name, limit_key, NULL::int AS i, NULL::text AS partition, count(*)::int AS n
+FROM {q.jobs} WHERE status = 'processing' AND queue = ANY($1::text[])
+GROUP BY queue, job_name, limit_key
 UNION ALL
-SELECT true, l.i, CASE WHEN l.part THEN {part} ELSE '{WHOLE}' END, count(*)::int
-FROM unnest($4::text[], $5::bool[], $6::int[]) AS l(name, part, i)
-JOIN {q.jobs} AS j ON j.status = 'processing' AND j.job_name = l.name
-GROUP BY 2, 3
+SELECT 'job', queue, job_name, limit_key, NULL, NULL, count(*)::int
+FROM {q.jobs} WHERE status = 'processing' AND job_name = ANY($2::text[])
+GROUP BY queue, job_name, limit_key
 UNION ALL
-SELECT false, w.i, r.partition, r.starts FROM {windows} AS r JOIN w
+SELECT 'rate', NULL, NULL, NULL, w.i, r.partition, r.starts FROM {windows} AS r JOIN w
 ON r.limit_name = w.name AND r.window_start = w.start"""
-        # $1 worker, $2 ids, $3 mark_started; $4 window names, $5 periods, $6 partitions, $7 claims
+        # $1 worker, $2 ids, $3 mark_started; $4 window names, $5 window starts, $6 partitions, $7 claims
         # to add. The picked rows are locked by this transaction, so every one of them is claimed.
         self.take = f"""
 WITH bumped AS (
     INSERT INTO {windows} AS r (limit_name, partition, window_start, starts)
-    SELECT name, part, to_timestamp(floor(extract(epoch FROM now()) / period) * period), n
-    FROM unnest($4::text[], $5::float8[], $6::text[], $7::int[]) AS b(name, period, part, n)
+    SELECT name, part, start, n
+    FROM unnest($4::text[], $5::timestamptz[], $6::text[], $7::int[]) AS b(name, start, part, n)
     ON CONFLICT (limit_name, partition, window_start) DO UPDATE SET starts = r.starts + EXCLUDED.starts
 )
 UPDATE {q.jobs} AS j
@@ -138,12 +149,6 @@ class _Group:
     started: int = 0
 
 
-def _matches(limit: GroupLimit, queue: str, job_name: str) -> bool:
-    if limit.scope is LimitScope.QUEUE:
-        return queue == limit.name
-    return job_name == limit.name
-
-
 def _full(limit: GroupLimit, group: _Group) -> bool:
     if limit.max_concurrent is not None and group.running >= limit.max_concurrent:
         return True
@@ -158,29 +163,32 @@ async def claim_limited(
     queues = None if params.queues is None else list(params.queues)
     names = None if params.job_names is None else list(params.job_names)
     async with connection.transaction():
-        await connection.execute(sql.lock, LIMITS_LOCK, schema)
+        locked = await connection.fetchrow(sql.lock, LIMITS_LOCK, schema)
+        assert locked is not None
+        now = locked["now"]
         groups: dict[tuple[int, str], _Group] = {}
         concurrent = [(i, limit) for i, limit in enumerate(limits) if limit.max_concurrent is not None]
-        by_queue = [(i, limit) for i, limit in concurrent if limit.scope is LimitScope.QUEUE]
-        by_name = [(i, limit) for i, limit in concurrent if limit.scope is LimitScope.JOB]
+        by_scope = {
+            scope: [(i, limit) for i, limit in concurrent if limit.scope is scope]
+            for scope in (LimitScope.QUEUE, LimitScope.JOB)
+        }
         rated = [(i, limit) for i, limit in enumerate(limits) if limit.rate_limit is not None]
         for row in await connection.fetch(
             sql.groups,
-            [limit.name for _, limit in by_queue],
-            [limit.partitioned for _, limit in by_queue],
-            [i for i, _ in by_queue],
-            [limit.name for _, limit in by_name],
-            [limit.partitioned for _, limit in by_name],
-            [i for i, _ in by_name],
+            sorted({limit.name for _, limit in by_scope[LimitScope.QUEUE]}),
+            sorted({limit.name for _, limit in by_scope[LimitScope.JOB]}),
             [window_name(limit) for _, limit in rated],
-            [float(limit.rate_period) for _, limit in rated],
+            [rules.window_start(now, limit.rate_period) for _, limit in rated],
             [i for i, _ in rated],
         ):
-            group = groups.setdefault((row["i"], row["partition"]), _Group())
-            if row["running"]:
-                group.running = row["n"]
-            else:
-                group.started = row["n"]
+            if row["kind"] == "rate":
+                groups.setdefault((row["i"], row["partition"]), _Group()).started = row["n"]
+                continue
+            # The running rows of one queue, job name and limit_key: in the group core's rule says.
+            for i, limit in by_scope[LimitScope(row["kind"])]:
+                of = rules.group_of(limit, queue=row["queue"], job_name=row["job_name"], limit_key=row["limit_key"])
+                if of is not None:
+                    groups.setdefault((i, partition_text(of)), _Group()).running += row["n"]
 
         picked: list[str] = []
         bumps: dict[tuple[int, str], int] = {}
@@ -216,7 +224,7 @@ async def claim_limited(
             picked,
             params.mark_started,
             [window_name(limits[i]) for i, _ in bumps],
-            [float(limits[i].rate_period) for i, _ in bumps],
+            [rules.window_start(now, limits[i].rate_period) for i, _ in bumps],
             [part for _, part in bumps],
             list(bumps.values()),
         )
@@ -224,11 +232,13 @@ async def claim_limited(
 
 
 def _groups_of(limits: Sequence[GroupLimit], queue: str, job_name: str, limit_key: str | None) -> list[tuple[int, str]]:
-    return [
-        (i, partition_of(limit_key) if limit.partitioned else WHOLE)
-        for i, limit in enumerate(limits)
-        if _matches(limit, queue, job_name)
-    ]
+    """The row's group under each limit that matches it (`rules.group_of`), as (limit index, partition text)."""
+    found = []
+    for i, limit in enumerate(limits):
+        group = rules.group_of(limit, queue=queue, job_name=job_name, limit_key=limit_key)
+        if group is not None:
+            found.append((i, partition_text(group)))
+    return found
 
 
 def _full_groups(

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
+from soniq.backend.options import parse_bool
 from soniq.errors import InvalidURLError
 from soniq.redaction import redact_text, redact_url
 
@@ -148,17 +149,6 @@ def quote_ident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _bool(option: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"option '{option}' expects true or false, got {value!r}")
-
-
 def _int(option: str, value: Any, *, minimum: int) -> int:
     if isinstance(value, bool):
         raise ValueError(f"option '{option}' expects a whole number, got {value!r}")
@@ -233,7 +223,7 @@ def parse_options(url: str, options: Mapping[str, Any]) -> PostgresOptions:
         schema = _schema(raw.get("namespace"))
         max_size = _int("max_size", raw["max_size"], minimum=1) if "max_size" in raw else DEFAULT_MAX_SIZE
         min_size = _int("min_size", raw["min_size"], minimum=0) if "min_size" in raw else None
-        listen = _bool("listen", raw["listen"]) if "listen" in raw else True
+        listen = parse_bool("listen", raw["listen"]) if "listen" in raw else True
         cache = _int("statement_cache_size", raw.get("statement_cache_size", 100), minimum=0)
         timeout = _float("connect_timeout", raw.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT))
         pooling = _pooling(raw.get("pooling", "auto"))

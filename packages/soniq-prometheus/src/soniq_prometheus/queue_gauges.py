@@ -7,7 +7,9 @@ plus, per known queue, one `get_queue_stats` and one `list_jobs` of at most `sca
 rows (the oldest queued ones), for at most `max_queues` queues. The store has no read
 for "scheduled count" or "oldest queued age" yet, so they come from that bounded
 `list_jobs`: exact while a queue holds at most `scan_limit` queued rows, otherwise the
-scheduled count covers only the oldest `scan_limit` of them.
+scheduled count covers only the oldest `scan_limit` of them. `list_jobs` is the backend role
+`OperatorReads`: on a backend without it every queued row counts as due now (``scheduled`` 0) and
+no oldest age is reported, while the worker and `get_queue_stats` gauges stay exact.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import TYPE_CHECKING
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from soniq.backend import OperatorReads, has_role
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
@@ -106,9 +110,15 @@ class QueueGaugeCollector(Collector):
             status = str(getattr(worker.status, "value", worker.status))
             snapshot.workers[status] = snapshot.workers.get(status, 0) + 1
         now = datetime.now(UTC)
+        listing = has_role(backend, OperatorReads)
         for queue in sorted(self._queues):
             stats = await app.get_queue_stats(queue=queue)
             queued = stats["queued"]
+            if not listing:  # no `list_jobs` on this backend: no due/scheduled split, no oldest age
+                snapshot.jobs[(queue, "queued")] = queued
+                snapshot.jobs[(queue, "scheduled")] = 0
+                snapshot.jobs[(queue, "processing")] = stats["processing"]
+                continue
             rows = await app.list_jobs(
                 queue=queue, status="queued", limit=self.scan_limit, offset=max(0, queued - self.scan_limit)
             )

@@ -20,7 +20,8 @@ from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from soniq.backend import BACKEND_PROTOCOL_VERSION, BackendCapabilities
+from soniq.backend import BackendCapabilities
+from soniq.backend.event_loops import EventLoopBinding
 from soniq.errors import SoniqError
 from soniq.limits import check_group_limit
 from soniq.params import (
@@ -119,6 +120,19 @@ from soniq_redis.rows import (
 from soniq_redis.scripts import Scripts
 from soniq_redis.wakeup import WakeupListener
 
+ROLES = {
+    "QueueStore": 1,
+    "DeadLetterStore": 1,
+    "ScheduleStore": 1,
+    "OperatorReads": 1,
+    "SchemaAdmin": 1,
+    "CancelChannel": 1,
+    "LimitStore": 1,
+    "DependencyStore": 1,
+    "RetentionStore": 1,
+}
+"""Every role this backend fills, with the version of each it implements."""
+
 SCHEMA_VERSION = 1
 # Ready-set members carry the priority in 16 fixed-width digits.
 PRIORITY_LIMIT = 10**15
@@ -201,7 +215,7 @@ class RedisBackend:
         self._scripts: Scripts | None = None
         self._wakeups: WakeupListener | None = None
         self._connect_lock = asyncio.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop = EventLoopBinding()
         self._claim_generation = 0
         # Names this instance as the holder of the sweep lock between its find and its rescue.
         self._sweeper_token = uuid.uuid4().hex
@@ -217,26 +231,21 @@ class RedisBackend:
     @property
     def capabilities(self) -> BackendCapabilities:
         return BackendCapabilities(
+            roles=ROLES,
             push_wakeup=True,
             transactional_enqueue=False,
             shared_across_processes=True,
-            protocol_version=BACKEND_PROTOCOL_VERSION,
             push_job_changes=True,
         )
 
     # -- lifecycle -----------------------------------------------------------
 
     def _leave_other_loop(self) -> None:
-        """Forget a client built on another event loop, so the next call reconnects here.
-
-        A script that calls ``asyncio.run`` more than once (or a framework that makes a
-        loop per request) uses one backend from several loops in turn; redis-py's
-        connections and our lock belong to the loop they were made on. That loop has
-        usually ended, so nothing is awaited on it: its sockets are left to the collector."""
-        loop = asyncio.get_running_loop()
-        if self._loop is None or self._loop is loop:
+        """Forget a client built on another event loop (see `EventLoopBinding`), so the next
+        call reconnects here; its sockets are left to the collector."""
+        if not self._loop.moved():
             return
-        self._client, self._scripts, self._wakeups, self._loop = None, None, None, None
+        self._client, self._scripts, self._wakeups = None, None, None
         self._connect_lock = asyncio.Lock()
 
     async def connect(self) -> None:
@@ -258,12 +267,12 @@ class RedisBackend:
             self._client, self._scripts = client, scripts
             self._wakeups = WakeupListener(client, self.keys.wakeup_channel, self.keys.changes_channel)
             self._claim_generation = 0
-            self._loop = asyncio.get_running_loop()
 
     async def close(self) -> None:
         self._leave_other_loop()
         wakeups, client = self._wakeups, self._client
-        self._wakeups, self._client, self._scripts, self._loop = None, None, None, None
+        self._wakeups, self._client, self._scripts = None, None, None
+        self._loop.forget()
         if wakeups is not None:
             await wakeups.close()
         if client is not None:

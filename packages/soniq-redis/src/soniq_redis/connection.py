@@ -22,6 +22,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from soniq.backend.options import parse_bool
 from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError, UnknownDependencyError
 from soniq.redaction import redact_text, redact_url
 
@@ -47,19 +48,8 @@ _OPTION_TYPES: Mapping[str, Any] = {
     "socket_timeout": float,
     "socket_connect_timeout": float,
     "client_name": str,
-    "cluster": lambda value: _flag("cluster", value),
+    "cluster": lambda value: parse_bool("cluster", value),
 }
-
-
-def _flag(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
-        return True
-    if text in ("0", "false", "no", "off"):
-        return False
-    raise ValueError(f"option {name} expects true or false, got {value!r}")
 
 
 class StatusRejectedError(SoniqError, ValueError):
@@ -174,7 +164,7 @@ class RedisTarget:
 def _cluster_mode(url: str, by_scheme: bool, option: Any, db: int) -> bool:
     """Cluster or not, from the scheme and the `cluster` option; refuse a URL that says both."""
     if option is not None and not isinstance(option, bool):
-        option = _flag("cluster", option)
+        option = parse_bool("cluster", option)
     if by_scheme and option is False:
         raise InvalidURLError(
             f"Redis URL {redact_url(url)!r} names two modes: the redis+cluster:// scheme asks for a Redis "

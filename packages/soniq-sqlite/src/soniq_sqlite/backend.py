@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from soniq.backend import BackendCapabilities
+from soniq.backend.options import parse_bool
 from soniq.errors import BackendUnavailableError, InvalidURLError, JobArgumentsError, SoniqError
 from soniq.params import (
     AcquireLeaseParams,
@@ -118,6 +119,19 @@ from soniq_sqlite.schema import (
 from soniq_sqlite.schema_setup import drop_schema, ensure_schema, upgrade_schema
 from soniq_sqlite.wakeup import JobChanges, Wakeups
 
+ROLES = {
+    "QueueStore": 1,
+    "DeadLetterStore": 1,
+    "ScheduleStore": 1,
+    "OperatorReads": 1,
+    "SchemaAdmin": 1,
+    "CancelChannel": 1,
+    "LimitStore": 1,
+    "DependencyStore": 1,
+    "RetentionStore": 1,
+}
+"""Every role this backend fills, with the version of each it implements."""
+
 DEFAULT_BUSY_TIMEOUT = 5.0
 OPTIONS = ("namespace", "busy_timeout", "synchronous", "create_if_missing")
 _SYNCHRONOUS: tuple[Synchronous, ...] = ("off", "normal", "full", "extra")
@@ -191,6 +205,7 @@ class SQLiteBackend:
         self._schema_checked = False
         self._last_created = 0
         self._capabilities = BackendCapabilities(
+            roles=ROLES,
             push_wakeup=False,
             transactional_enqueue=False,
             shared_across_processes=not self.location.is_memory,
@@ -1123,9 +1138,6 @@ def _check_bool(option: str, value: object) -> bool:
     return value
 
 
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
-
-
 def _from_query(name: str, text: str) -> Any:
     """A URL query parameter as the keyword option of the same name takes it."""
     if name == "busy_timeout":
@@ -1134,10 +1146,7 @@ def _from_query(name: str, text: str) -> Any:
         except ValueError:
             raise ValueError(f"busy_timeout expects a number of seconds, got {text!r}") from None
     if name == "create_if_missing":
-        lowered = text.strip().lower()
-        if lowered in _TRUE + _FALSE:
-            return lowered in _TRUE
-        raise ValueError(f"create_if_missing expects true or false, got {text!r}")
+        return parse_bool(name, text)
     return text
 
 

@@ -23,6 +23,7 @@ from typing import Any, Literal, TypeVar, cast
 
 import aiosqlite
 
+from soniq.backend.event_loops import EventLoopBinding
 from soniq.errors import BackendUnavailableError, SoniqError
 from soniq_sqlite.location import DatabaseLocation
 
@@ -82,7 +83,7 @@ class Database:
         self.busy_timeout = busy_timeout
         self.synchronous = synchronous
         self.create_if_missing = create_if_missing
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop = EventLoopBinding()
         self._conn: aiosqlite.Connection | None = None
         self._lock: asyncio.Lock | None = None
         self._open_lock: asyncio.Lock | None = None
@@ -187,19 +188,10 @@ class Database:
                 await asyncio.sleep(_backoff(attempt))
 
     def _follow_loop(self) -> None:
-        """Start afresh when called from another event loop than the connection's.
-
-        The locks and the pending group commit belong to the loop that made
-        them; after that loop ended (a script's second ``asyncio.run``) they
-        would hang or fail. One identity check per call; on a change the old
-        connection is stopped on its own thread, unawaited, and the next call
-        reconnects.
-        """
-        loop = asyncio.get_running_loop()
-        if loop is self._loop:
-            return
-        previous, self._loop = self._loop, loop
-        if previous is None:
+        """Start afresh when called from another event loop than the connection's (see
+        `EventLoopBinding`); the locks and the pending group commit go too, and the old
+        connection is stopped on its own thread, unawaited."""
+        if not self._loop.moved():
             return
         conn, self._conn = self._conn, None
         self._lock = None

@@ -18,13 +18,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from soniq.backend import rules
+from soniq.backend.rules import DependencyState
 from soniq.errors import UnknownDependencyError
-from soniq.records import DependencyPolicy, NewJob
+from soniq.records import DependencyPolicy, JobStatus, NewJob
 
-CANCELLED = "cancelled"
-DEAD_LETTERED = "dead-lettered"
-DELETED = "deleted"
-"""How a dependency failed, as the dependent's ``last_error`` says: ``dependency <id> was <how>``."""
+CANCELLED = DependencyState.CANCELLED.value
+DEAD_LETTERED = DependencyState.DEAD_LETTERED.value
+DELETED = DependencyState.DELETED.value
+"""How a dependency failed (`rules.DependencyState`); the dependent's ``last_error`` is
+`rules.dependency_failed_error` of it."""
 
 INSERT_ANY_JOB = (
     "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
@@ -50,18 +53,14 @@ class Fallout:
     """Some dependent's ``waiting_on`` reached 0: it is claimable now."""
 
 
-def message(dependency_id: str, how: str) -> str:
-    return f"dependency {dependency_id} was {how}"
-
-
 def fail_dependents(
     raw: sqlite3.Connection, failed: Iterable[tuple[str, str]], now: int, fallout: Fallout | None = None
 ) -> Fallout:
     """Fail the dependents of each ``(row id, how)``, recursively.
 
-    A dependent still queued and waiting with policy `run` counts the failure as resolved
-    (``waiting_on - 1``); with policy `cancel` it becomes `cancelled` with ``waiting_on = 0``,
-    ``last_error = "dependency <id> was <how>"``, and fails its own dependents in turn. The
+    Each dependent is written as `rules.on_dependency_finished` says: still queued and waiting,
+    it counts down (policy `run`) or becomes `cancelled` with ``waiting_on = 0`` and
+    `rules.dependency_failed_error` (policy `cancel`), failing its own dependents in turn. The
     failed rows' edges are deleted as they are read, so a later resolution finds nothing.
     """
     fallout = Fallout() if fallout is None else fallout
@@ -84,25 +83,30 @@ def fail_dependents(
 
 
 def _fail_one(raw: sqlite3.Connection, job_id: str, dependency_id: str, how: str, now: int, fallout: Fallout) -> bool:
-    """Apply one failed dependency to one dependent; True when it was cancelled."""
-    waiting = "id = ? AND status = 'queued' AND waiting_on > 0"
-    counted = raw.execute(
-        f"UPDATE soniq_jobs SET waiting_on = waiting_on - 1 WHERE {waiting} AND dependency_policy = 'run' "
-        "RETURNING waiting_on",
-        (job_id,),
-    ).fetchall()
-    if counted:
-        fallout.released = fallout.released or int(counted[0][0]) == 0
+    """Apply one failed dependency to one dependent, as `rules.on_dependency_finished` says; True
+    when it was cancelled. The read and the write are one step: this transaction is the only writer."""
+    row = raw.execute("SELECT status, waiting_on, dependency_policy FROM soniq_jobs WHERE id = ?", (job_id,)).fetchone()
+    if row is None:
         return False
-    cancelled = raw.execute(
-        "UPDATE soniq_jobs SET status = 'cancelled', waiting_on = 0, last_error = ?, updated_at = ?, "
-        f"dedup_key = NULL WHERE {waiting} AND dependency_policy = 'cancel' RETURNING id",
-        (message(dependency_id, how), now, job_id),
-    ).fetchall()
-    if cancelled:
+    update = rules.on_dependency_finished(str(row[2]), how, dependency_id, status=str(row[0]), waiting_on=int(row[1]))
+    if update.action is rules.DependentAction.COUNT_DOWN:
+        raw.execute("UPDATE soniq_jobs SET waiting_on = ? WHERE id = ?", (update.waiting_on, job_id))
+        fallout.released = fallout.released or update.released
+        return False
+    if update.action is rules.DependentAction.CANCEL:
+        raw.execute(
+            "UPDATE soniq_jobs SET status = 'cancelled', waiting_on = ?, last_error = ?, updated_at = ?, "
+            "dedup_key = NULL WHERE id = ?",
+            (update.waiting_on, update.last_error, now, job_id),
+        )
         fallout.cancelled.append(job_id)
         return True
     return False
+
+
+def _state(found: str) -> DependencyState:
+    """What `_states` read, as a dependency state."""
+    return DependencyState.DEAD_LETTERED if found == "dead" else rules.state_of_row(found)
 
 
 def _states(raw: sqlite3.Connection, ids: Sequence[str]) -> dict[str, str]:
@@ -146,18 +150,9 @@ def insert_with_dependencies(
             missing_set.update(unknown)
             continue
         policy = DependencyPolicy(job.dependency_policy)
-        pending = list(dict.fromkeys(target for target in targets if states[target] in ("queued", "processing")))
-        failure = next(
-            (
-                (dep, DEAD_LETTERED if states[target] == "dead" else CANCELLED)
-                for dep, target in zip(wanted, targets, strict=True)
-                if states[target] in ("dead", "cancelled")
-            ),
-            None,
-        )
-        status, waiting_on, last_error = "queued", len(pending), None
-        if failure is not None and policy is DependencyPolicy.CANCEL:
-            status, waiting_on, last_error = "cancelled", 0, message(*failure)
+        plan = rules.plan_insert(policy, [(target, _state(states[target])) for target in targets])
+        pending = list(plan.pending)
+        status, waiting_on, last_error = JobStatus(plan.status).value, plan.waiting_on, plan.last_error
         job_id, scheduled_at, created_at = row[0], row[6], row[7]
         dedup_key = job.dedup_key if status == "queued" else None
         values = (*row[:3], status, *row[3:11], dedup_key, job.producer_id, depends_json, waiting_on, policy.value)

@@ -11,6 +11,9 @@ memory between claims; every number comes from the file:
 - claims per rate window, from ``soniq_rate_windows`` (one row per group and epoch-aligned
   window, bumped by the claims it counts; a group's older windows are deleted when it opens a new one).
 
+Which group a row counts in is core's `soniq.backend.rules.group_of`, and the window a claim
+falls in `soniq.backend.rules.window_start_us`; this module only counts and stores.
+
 Rows come in claim order, a page at a time. A row whose group is full is passed over and
 its group is left out of the next pages, so a full group with a long backlog never keeps
 the rows behind it waiting. The writes a limited claim adds are the window bumps of the
@@ -25,6 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from soniq.backend import rules
+from soniq.backend.rules import LimitGroup
 from soniq.params import GroupLimit, LimitScope
 from soniq_sqlite.codec import now_us
 from soniq_sqlite.schema import CLAIM_INDEX_ANY_QUEUE, CLAIM_INDEX_BY_QUEUE, CLAIMABLE, JOB_COLUMNS
@@ -36,8 +41,8 @@ SCAN_MAX = 20_000
 EXCLUSIONS_MAX = 64
 """Full groups written into the page query as exclusions; beyond that they are skipped in Python."""
 
-Group = tuple[int, bool, str | None]
-"""(limit's position in `limits`, partitioned, the partition's limit_key)."""
+Group = tuple[int, LimitGroup]
+"""(limit's position in `limits`, the row's group under it as `rules.group_of` says)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,33 +62,32 @@ class LimitedClaim:
     mark_started: bool
 
 
-def _groups(rules: Sequence[_Rule], queue: str, job_name: str, limit_key: str | None) -> list[Group]:
+def _groups(limited: Sequence[_Rule], queue: str, job_name: str, limit_key: str | None) -> list[Group]:
     found: list[Group] = []
-    for index, rule in enumerate(rules):
-        limit = rule.limit
-        subject = queue if LimitScope(limit.scope) is LimitScope.QUEUE else job_name
-        if subject == limit.name:
-            found.append((index, limit.partitioned, limit_key if limit.partitioned else None))
+    for index, rule in enumerate(limited):
+        group = rules.group_of(rule.limit, queue=queue, job_name=job_name, limit_key=limit_key)
+        if group is not None:
+            found.append((index, group))
     return found
 
 
 def _window_key(rule: _Rule, group: Group) -> str:
-    _, partitioned, key = group
-    suffix = "" if not partitioned else ("|-" if key is None else f"|={key}")
+    _, of = group
+    suffix = "" if not of.partitioned else ("|-" if of.limit_key is None else f"|={of.limit_key}")
     return f"{rule.limit.key}|{rule.period_us}{suffix}"
 
 
 class _Counts:
     """The numbers a claim checks, read lazily from the file inside the transaction."""
 
-    def __init__(self, raw: sqlite3.Connection, rules: Sequence[_Rule], now: int) -> None:
-        self.raw, self.rules, self.now = raw, rules, now
+    def __init__(self, raw: sqlite3.Connection, limited: Sequence[_Rule], now: int) -> None:
+        self.raw, self.limited, self.now = raw, limited, now
         self.running: Counter[Group] = self._running()
         self.windows: dict[Group, int | None] = {}
         self.taken: Counter[Group] = Counter()
 
     def _running(self) -> Counter[Group]:
-        counted = [rule for rule in self.rules if rule.limit.max_concurrent is not None]
+        counted = [rule for rule in self.limited if rule.limit.max_concurrent is not None]
         running: Counter[Group] = Counter()
         if not counted:
             return running
@@ -102,14 +106,14 @@ class _Counts:
             values,
         ).fetchall()
         for queue, job_name, limit_key, count in rows:
-            for group in _groups(self.rules, queue, job_name, limit_key):
+            for group in _groups(self.limited, queue, job_name, limit_key):
                 running[group] += int(count)
         return running
 
     def window(self, group: Group) -> int:
         if group not in self.windows:
-            rule = self.rules[group[0]]
-            start = self.now // rule.period_us * rule.period_us
+            rule = self.limited[group[0]]
+            start = rules.window_start_us(self.now, rule.limit.rate_period)
             row = self.raw.execute(
                 "SELECT claims FROM soniq_rate_windows WHERE group_key = ? AND window_start = ?",
                 (_window_key(rule, group), start),
@@ -119,7 +123,7 @@ class _Counts:
 
     def fits(self, group: Group) -> bool:
         """One more claim of the group keeps every number of its limit within bounds."""
-        limit = self.rules[group[0]].limit
+        limit = self.limited[group[0]].limit
         more = self.taken[group] + 1
         if limit.max_concurrent is not None and self.running[group] + more > limit.max_concurrent:
             return False
@@ -127,10 +131,10 @@ class _Counts:
 
     def bump_windows(self) -> None:
         for group, taken in self.taken.items():
-            rule = self.rules[group[0]]
+            rule = self.limited[group[0]]
             if rule.limit.rate_limit is None or not taken:
                 continue
-            key, start = _window_key(rule, group), self.now // rule.period_us * rule.period_us
+            key, start = _window_key(rule, group), rules.window_start_us(self.now, rule.limit.rate_period)
             self.raw.execute(
                 "INSERT INTO soniq_rate_windows (group_key, window_start, claims) VALUES (?, ?, ?) "
                 "ON CONFLICT (group_key, window_start) DO UPDATE SET claims = claims + excluded.claims",
@@ -143,12 +147,12 @@ class _Counts:
                 )
 
 
-def _exclusion(rules: Sequence[_Rule], group: Group) -> tuple[str, tuple[Any, ...]]:
-    limit = rules[group[0]].limit
+def _exclusion(limited: Sequence[_Rule], group: Group) -> tuple[str, tuple[Any, ...]]:
+    limit = limited[group[0]].limit
     column = "queue" if LimitScope(limit.scope) is LimitScope.QUEUE else "job_name"
-    if not group[1]:
+    if not group[1].partitioned:
         return f"{column} <> ?", (limit.name,)
-    return f"NOT ({column} = ? AND limit_key IS ?)", (limit.name, group[2])
+    return f"NOT ({column} = ? AND limit_key IS ?)", (limit.name, group[1].limit_key)
 
 
 def claim_limited(raw: sqlite3.Connection, claim: LimitedClaim, limits: Sequence[GroupLimit]) -> list[sqlite3.Row]:
@@ -158,12 +162,12 @@ def claim_limited(raw: sqlite3.Connection, claim: LimitedClaim, limits: Sequence
     # The store's clock read once the write lock is held: a stamp taken before waiting for the
     # lock could predate the completion that made a row claimable.
     now = now_us()
-    rules = [
-        _Rule(limit, max(1, round(float(limit.rate_period) * 1_000_000)))
+    limited = [
+        _Rule(limit, rules.rate_period_us(limit.rate_period))
         for limit in limits
         if limit.max_concurrent is not None or limit.rate_limit is not None
     ]
-    counts = _Counts(raw, rules, now)
+    counts = _Counts(raw, limited, now)
     queues = None if claim.queues is None else list(claim.queues)
     full: set[Group] = set()
     chosen: list[str] = []
@@ -180,7 +184,7 @@ def claim_limited(raw: sqlite3.Connection, claim: LimitedClaim, limits: Sequence
             where.append(claim.name_clause)
             values += claim.name_params
         for group in sorted(full, key=repr)[:EXCLUSIONS_MAX]:
-            term, term_values = _exclusion(rules, group)
+            term, term_values = _exclusion(limited, group)
             where.append(term)
             values += term_values
         if after is not None:
@@ -195,7 +199,7 @@ def claim_limited(raw: sqlite3.Connection, claim: LimitedClaim, limits: Sequence
         ).fetchall()
         scanned += len(page)
         for job_id, queue, job_name, limit_key, *_ in page:
-            groups = _groups(rules, queue, job_name, limit_key)
+            groups = _groups(limited, queue, job_name, limit_key)
             blocked = [group for group in groups if group in full or not counts.fits(group)]
             if blocked:
                 full.update(blocked)
@@ -210,9 +214,9 @@ def claim_limited(raw: sqlite3.Connection, claim: LimitedClaim, limits: Sequence
         if queues is not None:
             # A full queue-wide group leaves the queue list itself: its rows are not even visited.
             whole = {
-                rules[group[0]].limit.name
+                limited[group[0]].limit.name
                 for group in full
-                if not group[1] and LimitScope(rules[group[0]].limit.scope) is LimitScope.QUEUE
+                if not group[1].partitioned and LimitScope(limited[group[0]].limit.scope) is LimitScope.QUEUE
             }
             queues = [queue for queue in queues if queue not in whole]
     if not chosen:

@@ -1,4 +1,9 @@
-"""``soniq status``, ``soniq inspect`` and ``soniq recover``: what the queue and its workers look like."""
+"""``soniq status``, ``soniq inspect`` and ``soniq recover``: what the queue and its workers look like.
+
+The counts and the workers are `QueueStore` reads, so these commands work on every backend. Without
+`OperatorReads`, ``soniq status`` leaves out how many queued rows are scheduled for later
+(``"scheduled_later": null``); ``soniq inspect`` shows no schedules without `ScheduleStore`, and
+raises `MissingBackendRoleError` when limits are declared and the backend cannot count them."""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ import sys
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from soniq import features
+from soniq.backend import OperatorReads, has_role
 from soniq.cli.common import EXIT_OK, CLIError, build_app, refuse_to_create_default, run_with_app
 from soniq.cli.output import format_age, heartbeat_age, safe
 from soniq.params import JobCountsParams
@@ -40,18 +47,22 @@ def worker_view(worker: WorkerRecord, *, heartbeat_timeout: float, now: datetime
 
 def _load(
     args: argparse.Namespace, command: str, *, stats: bool
-) -> tuple[Soniq, dict[str, int], list[WorkerRecord], int]:
-    """The app, its `get_queue_stats` counts, its worker rows, and how many queued rows are due later."""
+) -> tuple[Soniq, dict[str, int], list[WorkerRecord], int | None]:
+    """The app, its `get_queue_stats` counts, its worker rows, and how many queued rows are due later
+    (None when the backend cannot count them: no `OperatorReads`)."""
     app = build_app(args, need_jobs=False)
     refuse_to_create_default(app, command)
 
-    async def body(app: Soniq) -> tuple[dict[str, int], list[WorkerRecord], int]:
+    async def body(app: Soniq) -> tuple[dict[str, int], list[WorkerRecord], int | None]:
         backend = await app.connected_backend()
         queue = getattr(args, "queue", None)
         counts = await app.get_queue_stats(queue=queue) if stats else {}
-        later = 0
-        if stats:
-            per_queue = await backend.job_counts(JobCountsParams(queues=[queue] if queue else None))
+        later: int | None = 0
+        if stats and not has_role(backend, OperatorReads):
+            later = None
+        elif stats:
+            reads = features.operator_reads(backend, features.JOB_COUNTS)
+            per_queue = await reads.job_counts(JobCountsParams(queues=[queue] if queue else None))
             later = sum(c.scheduled for c in per_queue)
         return counts, await backend.list_workers(), later
 

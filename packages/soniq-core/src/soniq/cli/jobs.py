@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from soniq.cli.common import EXIT_OK, CLIError, build_app, refuse_to_create_default, run_with_app
 from soniq.cli.output import safe
 from soniq.errors import JobNotFoundError
-from soniq.params import RequestCancelParams
 from soniq.records import CancelOutcome
 from soniq.validation import lookup_id
 
@@ -76,12 +75,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     refuse_to_create_default(app, "cancel")
 
     async def body(app: Soniq) -> tuple[CancelOutcome, str | None]:
+        from soniq.app import request_cancel
+
         # The store answers directly (not `app.cancel`, which also logs it): the line below is the one report.
         key = lookup_id(args.job_id)  # an id no store can hold (NUL, a lone surrogate) is not found
         backend = await app.connected_backend()
-        outcome = (
-            CancelOutcome.NOT_FOUND if key is None else await backend.request_cancel(RequestCancelParams(job_id=key))
-        )
+        outcome = CancelOutcome.NOT_FOUND if key is None else await request_cancel(backend, key)
         if outcome is CancelOutcome.NOT_FOUND:  # one line, exit 1
             raise JobNotFoundError(str(args.job_id), f"cannot cancel job {args.job_id}: no job has that id")
         status = None

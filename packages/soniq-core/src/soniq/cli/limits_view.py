@@ -16,7 +16,8 @@ SHOWN_KEYS = 10
 
 async def limits_section(app: Soniq) -> dict[str, Any]:
     """The app's limits (the `queue_limits` setting and the jobs modules' `@app.job` limits) with
-    the rows `processing` in each group now."""
+    the rows `processing` in each group now. Counting them is `OperatorReads`: with limits declared,
+    a backend without that role raises `MissingBackendRoleError`."""
     limits = app.group_limits()
     if not limits:
         return {"limits": []}

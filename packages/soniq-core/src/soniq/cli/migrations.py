@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from soniq.backend import SchemaAdmin, has_role
 from soniq.cli.common import EXIT_OK, build_app, run_with_app
 from soniq.records import SchemaReport
 from soniq.redaction import redact_url
@@ -41,11 +42,18 @@ async def setup_plan(app: Soniq) -> dict[str, str]:
 def cmd_setup(args: argparse.Namespace) -> int:
     app = build_app(args, need_jobs=False)
 
-    async def body(app: Soniq) -> SchemaReport:
+    async def body(app: Soniq) -> SchemaReport | None:
+        if not args.dry_run and not args.force and not has_role(app.backend, SchemaAdmin):
+            # No schema reports on this backend: plain `setup()`, which every backend has.
+            await app.setup()
+            return None
         return await app.setup_schema(dry_run=args.dry_run, force=args.force)
 
     report = run_with_app(app, body)
     where = redact_url(app.settings.resolved_database_url)
+    if report is None:
+        print(f"schema ready at {where}")
+        return EXIT_OK
     if args.dry_run:
         print(f"-- soniq setup --dry-run on {where}: found {report.family}; setup would {what_setup_does(report)}")
         for statement in report.statements:

@@ -1,10 +1,15 @@
-"""The schedules and leader section of ``soniq inspect`` (issue 14)."""
+"""The schedules and leader section of ``soniq inspect`` (issue 14).
+
+On a backend without the `ScheduleStore` role there are no schedules and no leader lease: the
+section says so (``"schedules": null``, ``"leader": null``) instead of failing the whole command."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from soniq import features
+from soniq.backend import ScheduleStore, has_role
 from soniq.cli.output import format_age, safe
 from soniq.params import GetLeaseParams
 
@@ -13,9 +18,12 @@ if TYPE_CHECKING:
 
 
 async def schedules_and_leader(app: Soniq) -> dict[str, Any]:
-    """Every schedule (with `orphaned`) and the current leader lease, JSON-ready."""
+    """Every schedule (with `orphaned`) and the current leader lease, JSON-ready; both None when
+    the backend keeps no schedules (no `ScheduleStore` role)."""
     backend = await app.connected_backend()
-    lease = await backend.get_lease(GetLeaseParams())
+    if not has_role(backend, ScheduleStore):
+        return {"schedules": None, "leader": None, "missing_role": "ScheduleStore"}
+    lease = await features.schedule_store(backend).get_lease(GetLeaseParams())
     now = datetime.now(UTC)
     schedules = []
     for view in await app.scheduler.list():
@@ -35,6 +43,9 @@ async def schedules_and_leader(app: Soniq) -> dict[str, Any]:
 
 
 def print_schedules_and_leader(section: dict[str, Any]) -> None:
+    if section["schedules"] is None:
+        print(f"leader, schedules: none (the backend has no {section.get('missing_role', 'ScheduleStore')} role)")
+        return
     leader = section["leader"]
     if leader is None:
         print("leader: none (no process holds the lease)")

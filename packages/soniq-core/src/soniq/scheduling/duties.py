@@ -4,6 +4,12 @@ The scheduler loop (unless the `scheduler_enabled` setting is off) and the
 leader lease with its maintenance. Both stop as soon as `stopping` is set,
 which for a worker is its first shutdown signal: they are done before the
 worker starts draining, and the lease is released on the way out.
+
+Both need the backend role `ScheduleStore` (the schedules and the lease). A worker on a backend
+without it runs neither: there is no leader, and it logs once, at INFO, which duties it skips
+and why (stale recovery is every worker's own and runs as usual). ``soniq scheduler`` asks for
+the scheduler explicitly, so there it is `MissingBackendRoleError` instead. Without
+`RetentionStore` the leader holds the lease but prunes nothing (also logged once).
 """
 
 from __future__ import annotations
@@ -13,6 +19,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from soniq import features
+from soniq.backend import RetentionStore, ScheduleStore, has_role
 from soniq.scheduling.runner import ScheduleRunner
 from soniq.worker.leader import RELEASE_TIMEOUT, LeaderDuties
 
@@ -25,14 +33,23 @@ logger = logging.getLogger("soniq.scheduler")
 
 
 class FleetDuties:
-    """The scheduler loop and the leader duties of one process, started together and stopped together."""
+    """The scheduler loop and the leader duties of one process, started together and stopped together.
+
+    `scheduler=True` (``soniq scheduler``) on a backend without `ScheduleStore` is
+    `MissingBackendRoleError`; otherwise (a worker) the duties that need a missing role are skipped
+    and `skipped` says which, in the INFO line `start` logs once."""
 
     def __init__(self, app: Soniq, *, holder: str, scheduler: bool | None = None) -> None:
         self.app = app
         self.holder = holder
-        self.scheduler_on = app.settings.scheduler_enabled if scheduler is None else scheduler
+        backend = app.backend
+        if scheduler:
+            features.schedule_store(backend)
+        leases = has_role(backend, ScheduleStore)
+        self.scheduler_on = (app.settings.scheduler_enabled if scheduler is None else scheduler) and leases
         self.runner = ScheduleRunner(app, scheduler_id=holder) if self.scheduler_on else None
-        self.leader = LeaderDuties(app.backend, app.settings, holder=holder)
+        self.leader = LeaderDuties(backend, app.settings, holder=holder) if leases else None
+        self.skipped = skipped_duties(backend, scheduler_enabled=app.settings.scheduler_enabled)
         self._task: asyncio.Task[None] | None = None
 
     def start(
@@ -42,6 +59,8 @@ class FleetDuties:
         supervise: Callable[[str, Callable[[], Awaitable[None]]], Awaitable[None]] | None = None,
     ) -> asyncio.Task[None]:
         """Start the loops; a worker passes `supervise` so that a loop that raises is restarted."""
+        if self.skipped:
+            logger.info("%s: skipping %s", self.holder, "; ".join(self.skipped))
         self._task = asyncio.create_task(self.run(stopping, supervise=supervise), name="soniq-fleet-duties")
         return self._task
 
@@ -53,13 +72,15 @@ class FleetDuties:
     ) -> None:
         await self._declare()
         leader, runner = self.leader, self.runner
-        loops: list[Awaitable[None]]
+        loops: list[Awaitable[None]] = []
         if supervise is None:
-            loops = [leader.run(stopping)]
+            if leader is not None:
+                loops.append(leader.run(stopping))
             if runner is not None:
                 loops.append(runner.run(stopping))
         else:
-            loops = [supervise("leader", lambda: leader.run(stopping))]
+            if leader is not None:
+                loops.append(supervise("leader", lambda: leader.run(stopping)))
             if runner is not None:
                 loops.append(supervise("scheduler", lambda: runner.run(stopping)))
         results = await asyncio.gather(*loops, return_exceptions=True)
@@ -80,11 +101,27 @@ class FleetDuties:
 
     async def _declare(self) -> None:
         scheduler = self.app.scheduler
-        if not scheduler.declared:
-            return
+        if not scheduler.declared or not has_role(self.app.backend, ScheduleStore):
+            return  # a worker refuses declared schedules on such a backend before it starts
         try:
             names = await scheduler.declare_all()
         except Exception as exc:
             logger.error("%s: could not store the @app.periodic schedules: %s", self.holder, exc)
             return
         logger.info("%s: declared schedules %s", self.holder, ", ".join(names))
+
+
+def skipped_duties(backend: object, *, scheduler_enabled: bool) -> list[str]:
+    """What a process on `backend` does not run for want of a role, and why, one phrase each."""
+    name = type(backend).__name__
+    if not has_role(backend, ScheduleStore):
+        skipped = [
+            f"the leader lease and the leader's pruning of finished rows ({name} has no ScheduleStore role, so "
+            "there is no leader; stale recovery still runs on every worker)"
+        ]
+        if scheduler_enabled:
+            skipped.append(f"the scheduler loop ({name} has no ScheduleStore role, so it keeps no schedules)")
+        return skipped
+    if not has_role(backend, RetentionStore):
+        return [f"pruning finished rows (the leader's duty; {name} has no RetentionStore role)"]
+    return []

@@ -5,6 +5,9 @@ Exactly-once is the store's: each firing is one `fire_schedule` fenced on the
 of them enqueues it and the others' writes do nothing. The loop only decides
 what to enqueue (`plan_firing`) and says what it did (a log line and
 ``app.bus.schedule_fired``).
+
+Schedules are the backend role `ScheduleStore`: building a runner for a backend without it is
+`MissingBackendRoleError` ("schedules").
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from soniq import features
 from soniq.observers import ScheduleFiredEvent
 from soniq.params import DueSchedulesParams, FireScheduleParams
 from soniq.records import NewJob, ScheduleRecord
@@ -39,6 +43,7 @@ class ScheduleRunner:
     """One process's scheduler loop; `scheduler_id` names it in logs and events."""
 
     def __init__(self, app: Soniq, *, scheduler_id: str, clock: Clock | None = None) -> None:
+        features.schedule_store(app.backend)
         self.app = app
         self.scheduler_id = scheduler_id
         self.clock = clock or app.scheduler.clock
@@ -68,7 +73,7 @@ class ScheduleRunner:
 
     async def tick(self) -> datetime | None:
         """Fire every schedule due now; returns the soonest `next_run` written, if any."""
-        backend = await self.app.connected_backend()
+        backend = features.schedule_store(await self.app.connected_backend())
         now = self.clock.now()
         soonest: datetime | None = None
         for record in await backend.due_schedules(DueSchedulesParams(now=now, limit=DUE_BATCH)):
@@ -108,7 +113,7 @@ class ScheduleRunner:
                 "enqueueing it for the workers that have it (soniq inspect lists it as orphaned if none has)",
             )
         jobs = self._jobs(record, plan.run)
-        ids = await (await self.app.connected_backend()).fire_schedule(
+        ids = await features.schedule_store(await self.app.connected_backend()).fire_schedule(
             FireScheduleParams(
                 name=record.name,
                 expected_next_run=record.next_run,

@@ -3,6 +3,11 @@
 Every method reads or writes the store directly, so a schedule added, paused
 or removed by one process is what every other worker and ``soniq scheduler``
 sees on its next poll; nothing is cached here.
+
+Schedules are the backend role `ScheduleStore`. On a backend without it every method that reads
+or writes them, and `start`, raises `MissingBackendRoleError` ("schedules") before anything else;
+`declare` (what `@app.periodic` does at import) reads nothing, and a worker refuses declared
+schedules as it starts.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from soniq import features
 from soniq.errors import UnknownJobError
 from soniq.params import (
     GetScheduleParams,
@@ -36,7 +42,7 @@ from soniq.validation import check_priority, check_queue_name, encode_args, look
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
-    from soniq.backend import Backend
+    from soniq.backend import ScheduleStore
 
 __all__ = ["PeriodicSpec", "Scheduler", "schedule_dict"]
 
@@ -89,6 +95,14 @@ class Scheduler:
         self._stopping: asyncio.Event | None = None
         self._check_interval: float | None = None
 
+    def _require(self) -> None:
+        """`MissingBackendRoleError` unless the app's backend fills `ScheduleStore`."""
+        features.schedule_store(self._app.backend)
+
+    async def _store(self) -> ScheduleStore:
+        """The connected backend (the sync bridge's on its thread) as a `ScheduleStore`."""
+        return features.schedule_store(await self._app.connected_backend())
+
     # -- declaring -------------------------------------------------------------
 
     def declare(self, spec: PeriodicSpec) -> None:
@@ -97,6 +111,7 @@ class Scheduler:
 
     async def declare_all(self) -> list[str]:
         """Upsert every declared schedule. An unchanged rhythm keeps its stored `next_run`."""
+        self._require()
         names = []
         for spec in self.declared.values():
             names.append(
@@ -137,6 +152,7 @@ class Scheduler:
         may be registered only on other workers). Bad input raises
         `ScheduleError` naming the option, and nothing is stored.
         """
+        self._require()
         timing = Timing.parse(cron=cron, every=every, timezone=timezone)
         policy, limit = check_catch_up(catch_up, catch_up_limit)
         job_name = self._job_name(target)
@@ -160,18 +176,20 @@ class Scheduler:
     async def pause(self, name: str) -> bool:
         """Stop firing; due times while paused never run. False when there is no such schedule
         (also for a name no store can hold: NUL, a lone surrogate)."""
+        self._require()
         key = lookup_name(name)
         if key is None:
             return False
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         return await backend.set_schedule_paused(SetSchedulePausedParams(name=key, paused=True))
 
     async def resume(self, name: str) -> bool:
         """Fire again from the next due time after now. False when there is no such schedule."""
+        self._require()
         key = lookup_name(name)
         if key is None:
             return False
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         record = await backend.get_schedule(GetScheduleParams(name=key))
         if record is None:
             return False
@@ -180,33 +198,36 @@ class Scheduler:
 
     async def remove(self, name: str) -> bool:
         """Delete the schedule (the jobs it enqueued stay). False when there was none."""
+        self._require()
         self.declared.pop(name, None)
         key = lookup_name(name)
         if key is None:
             return False
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         return await backend.remove_schedule(RemoveScheduleParams(name=key))
 
     async def list(self, status: str | None = None) -> list[dict[str, Any]]:
         """Every schedule in name order; `status` ``active`` or ``paused`` filters."""
+        self._require()
         if status not in (None, "active", "paused"):
             raise ScheduleError("status", f"expected 'active', 'paused' or None, got {status!r}")
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         records = await backend.list_schedules(ListSchedulesParams())
-        known = await self._fleet_job_names(backend)
+        known = await self._fleet_job_names()
         views = [self._view(r, known) for r in records]
         return [v for v in views if status is None or v["status"] == status]
 
     async def get(self, name: str) -> dict[str, Any] | None:
         """The schedule, or None (also for a name no store can hold: NUL, a lone surrogate)."""
+        self._require()
         key = lookup_name(name)
         if key is None:
             return None
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         record = await backend.get_schedule(GetScheduleParams(name=key))
         if record is None:
             return None
-        return self._view(record, await self._fleet_job_names(backend))
+        return self._view(record, await self._fleet_job_names())
 
     # -- 0.1.0's in-process loop: start() / stop() -----------------------------------
 
@@ -222,6 +243,7 @@ class Scheduler:
         """
         if self.running:
             return
+        self._require()
         interval = self._app.settings.scheduler_poll_interval if check_interval is None else check_interval
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval):
             raise ScheduleError("check_interval", f"expected a number of seconds > 0, got {check_interval!r}")
@@ -340,12 +362,13 @@ class Scheduler:
             catch_up=catch_up.value,
             catch_up_limit=catch_up_limit,
         )
-        backend = await self._app.connected_backend()
+        backend = await self._store()
         await backend.upsert_schedule(params)
         return name
 
-    async def _fleet_job_names(self, backend: Backend) -> set[str]:
+    async def _fleet_job_names(self) -> set[str]:
         """Job names of this process and of every live worker."""
+        backend = await self._app.connected_backend()
         names = set(self._app.registry.names())
         now = datetime.now(UTC)
         timeout = self._app.settings.heartbeat_timeout

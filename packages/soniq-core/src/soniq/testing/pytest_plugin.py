@@ -25,7 +25,9 @@ from typing import Any
 
 import pytest
 
+from soniq import features
 from soniq.app import Soniq
+from soniq.backend import SchemaAdmin, has_role
 from soniq.testing.helpers import MEMORY_URL, make_app, use_backend
 
 NAMESPACE_PREFIX = "soniq_test_"
@@ -91,11 +93,14 @@ async def _setup_namespace(url: str, namespace: str) -> None:
 
 
 async def _drop_namespace(url: str, namespace: str) -> None:
+    """Drop the test's namespace; on a backend without `SchemaAdmin` (nothing to drop it with) the
+    namespace is left as it is."""
     with use_backend(url, namespace=namespace):
         app = make_app()
     try:
         backend = await app.connected_backend()
-        await backend.drop_schema()
+        if has_role(backend, SchemaAdmin):
+            await features.schema_admin(backend).drop_schema()
     finally:
         await app.close()
     # A file store keeps each namespace in a file of its own (SQLite: ``db.<namespace>.db``): remove it too.

@@ -2,7 +2,8 @@
 
 The worker builds one `Dispatcher` when it starts. The dispatcher fills the
 run table from claims, gives every row that gets a slot its own task, refills
-freed slots from the prefetch buffer, and settles each outcome. It sees the
+freed slots from the prefetch buffer, and settles each outcome. It is handed
+what it uses in a `DispatchContext`, never the worker itself, and sees the
 worker's state only through the `claiming` and `write_deadline` callables and
 the stop event it is handed: shutdown stays the worker's business.
 """
@@ -13,10 +14,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from soniq.bus import run_deferred
-from soniq.errors import SNOOZE_MAX_SECONDS, BackendUnavailableError
+from soniq.errors import BackendUnavailableError
 from soniq.observers import NackEvent, job_end_event, job_start_event
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.params import ClaimJobsParams, NackJobParams, WaitForJobsParams
@@ -31,8 +33,16 @@ from soniq.worker.settle import Settled, Settler
 from soniq.worker.state import RunPhase
 
 if TYPE_CHECKING:
+    from soniq.backend import QueueStore
+    from soniq.bus import ObservationBus
+    from soniq.params import GroupLimit
+    from soniq.registry import JobRegistry
+    from soniq.retry import AppRetryPolicy
+    from soniq.settings import Settings
+    from soniq.worker._table import RunTable
+    from soniq.worker.batching import CompletionBatcher
     from soniq.worker.executor import Executor
-    from soniq.worker.worker import Worker
+    from soniq.worker.summary import WorkerSummary
 
 logger = logging.getLogger("soniq.worker")
 job_logger = logging.getLogger("soniq.jobs")
@@ -51,51 +61,75 @@ SPURIOUS_WAKE_PAUSE = 0.05
 """After such a wake found nothing to claim, the next wait starts this much later (at most poll_interval)."""
 
 
+@dataclass(frozen=True, slots=True)
+class DispatchContext:
+    """What the dispatcher uses of its worker and app, and nothing else."""
+
+    worker_id: str
+    settings: Settings
+    backend: QueueStore
+    bus: ObservationBus
+    registry: JobRegistry
+    summary: WorkerSummary
+    runs: RunTable
+    completions: CompletionBatcher
+    queues: tuple[str, ...] | None
+    run_once: bool
+    stop: Callable[[str], None]
+    """Stop the worker (``run_once`` calls it once nothing is left to claim)."""
+    limits: tuple[GroupLimit, ...] = ()
+    """The app's fleet-wide limits, passed to every claim (issue 19)."""
+    retry_policy: AppRetryPolicy | None = None
+    """``Soniq(retry_policy=...)`` (compat-jobs), or None."""
+    middleware: tuple[Callable[..., Any], ...] = ()
+    """The app's middleware around each handler call, outermost first (compat-jobs)."""
+
+
 class Dispatcher:
     def __init__(
         self,
-        worker: Worker,
+        context: DispatchContext,
         executor: Executor,
         *,
         stop_event: asyncio.Event,
         claiming: Callable[[], bool],
         write_deadline: Callable[[], float | None],
     ) -> None:
-        settings = worker.settings
+        settings = context.settings
         self._settings = settings
-        self._worker_id = worker.worker_id
-        self._queues = worker.queues
-        self._run_once = worker.run_once
-        self._stop = worker.stop
-        self._backend = worker.backend
-        self._bus = worker.bus
-        self._registry = worker.app.registry
-        self._summary = worker.summary
-        self._runs = worker.runs
+        self._worker_id = context.worker_id
+        self._queues = context.queues
+        self._run_once = context.run_once
+        self._stop = context.stop
+        self._backend = context.backend
+        self._bus = context.bus
+        self._registry = context.registry
+        self._summary = context.summary
+        self._runs = context.runs
         self._executor = executor
         self._stop_event = stop_event
         self._claiming = claiming
         self._write_deadline = write_deadline
         # Only when a buffer or the zombie policy needs it do we pay a write to record the handler start.
         self._defer_start_mark = settings.prefetch > 0 or settings.stale_job_policy is StaleJobPolicy.DEAD_LETTER
-        self._starts = StartBatcher(worker.backend, worker.worker_id) if self._defer_start_mark else None
+        self._starts = StartBatcher(context.backend, context.worker_id) if self._defer_start_mark else None
         self._settler = Settler(
-            worker.backend,
-            worker.worker_id,
+            context.backend,
+            context.worker_id,
             JobRetryDelays(  # compat-jobs: per-job retry options and Soniq(retry_policy=...)
                 RetryPolicy(base=settings.retry_backoff_base, maximum=settings.retry_backoff_max),
-                getattr(worker.app, "retry_policy", None),
+                context.retry_policy,
             ),
-            worker.completions,
+            context.completions,
             max_result_bytes=settings.max_result_bytes,
-            snooze_max_seconds=getattr(settings, "snooze_max_seconds", SNOOZE_MAX_SECONDS),
+            snooze_max_seconds=settings.snooze_max_seconds,
         )
         self._job_names = tuple(self._registry.names())
         self._log_jobs = settings.log_jobs
         # Issue 19: the app's fleet-wide limits, read once; the store enforces them inside each claim.
-        self._limits = ClaimLimits(worker.app.group_limits())
+        self._limits = ClaimLimits(context.limits)
         # compat-jobs (issue 12): app middleware around each call; async hooks awaited in the job's task.
-        self._middleware = tuple(getattr(worker.app, "middleware_chain", ()))
+        self._middleware = context.middleware
 
     # -- the claim loop --------------------------------------------------------
 

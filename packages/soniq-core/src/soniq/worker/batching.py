@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
-from soniq.backend import Backend
+from soniq.backend import QueueStore
 from soniq.params import CompleteJobsParams, MarkStartedParams
 from soniq.retention import completion_entry
 from soniq.worker.writes import write_with_retry
@@ -103,7 +103,7 @@ class CompletionBatcher:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: QueueStore,
         worker_id: str,
         give_up_at: Callable[[], float | None],
         *,
@@ -147,7 +147,7 @@ class StartBatcher:
     stayed unreachable, the handler runs and stale recovery judges the row).
     """
 
-    def __init__(self, backend: Backend, worker_id: str) -> None:
+    def __init__(self, backend: QueueStore, worker_id: str) -> None:
         self._backend = backend
         self._worker_id = worker_id
         self._batcher: FencedBatcher[None] = FencedBatcher("handler-start", "soniq-start-marks", self._write)

@@ -19,6 +19,9 @@ A cancelled run keeps its attempt. The shutdown state machine is not
 involved: this path never cancels a run's task (only the handler's), and a
 row that shutdown already abandoned is left to its nack, which keeps the
 request on the row so that the next claim ends it `cancelled` unrun.
+
+All of this is the backend role `CancelChannel`: a worker on a backend without it runs no
+watcher (nobody can request a cancel there: `app.cancel` refuses a running job).
 """
 
 from __future__ import annotations
@@ -28,9 +31,10 @@ import enum
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, cast
 
-from soniq.backend import Backend
+from soniq import features
+from soniq.backend import BackendCapabilities, CancelChannel, QueueStore
 from soniq.outcomes import HandlerKind
 from soniq.params import CancelRequestsParams, WaitForJobChangesParams
 from soniq.worker._runs import JobRun, Outcome
@@ -52,6 +56,19 @@ RETRY_SECONDS = 1.0
 
 CANCELLED_AT_CLAIM = "cancelled by request before its handler started (the request was made before this claim)"
 CANCELLED_IN_BUFFER = "cancelled by request before its handler started (the row was waiting in the prefetch buffer)"
+
+
+class WatchedStore(CancelChannel, Protocol):
+    """What the watcher uses: the backend's `CancelChannel` and its capabilities."""
+
+    @property
+    def capabilities(self) -> BackendCapabilities: ...
+
+
+def watched_store(backend: QueueStore) -> WatchedStore:
+    """`backend` as the watcher uses it, or `MissingBackendRoleError` without `CancelChannel`."""
+    features.cancel_channel(backend)
+    return cast(WatchedStore, backend)  # checked just above; the capabilities are every backend's
 
 
 class Delivery(enum.Enum):
@@ -115,7 +132,7 @@ class CancelWatcher:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: WatchedStore,
         worker_id: str,
         runs: RunTable,
         cancel_unstarted: Callable[[JobRun, str], None],

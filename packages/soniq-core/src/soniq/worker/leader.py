@@ -15,6 +15,10 @@ takes at most a fifth of the store's time and claims never queue behind a
 long delete; with
 `dead_letter_retention_days` set, `prune_dead_letters` does the same for
 dead-letter rows older than that.
+
+Roles: the lease is the backend's `ScheduleStore` role, so a backend without it has no leader
+(`LeaderDuties` refuses it; `soniq.scheduling.duties.FleetDuties` then starts none). Pruning is
+the `RetentionStore` role: a leader on a backend without it holds the lease and prunes nothing.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from soniq.backend import Backend
+from soniq import features
+from soniq.backend import QueueStore, RetentionStore, has_role
 from soniq.params import AcquireLeaseParams, PruneDeadLettersParams, PruneJobsParams, ReleaseLeaseParams
 from soniq.settings import Settings
 
@@ -40,32 +45,44 @@ seconds the leader waits at least t * (1 - d) / d (4t), and never less than `pru
 
 
 class LeaderDuties:
-    """Hold the lease when free and run maintenance under it, until `stopping` is set."""
+    """Hold the lease when free and run maintenance under it, until `stopping` is set.
 
-    def __init__(self, backend: Backend, settings: Settings, *, holder: str) -> None:
-        self.backend = backend
+    `backend` must fill `ScheduleStore` (else `MissingBackendRoleError`); without `RetentionStore`
+    there is no maintenance (`prunes` is False)."""
+
+    def __init__(self, backend: QueueStore, settings: Settings, *, holder: str) -> None:
+        self.backend = features.schedule_store(backend, "the leader lease")
+        self.retention: RetentionStore | None = (
+            features.retention_store(backend) if has_role(backend, RetentionStore) else None
+        )
         self.holder = holder
         self.ttl = settings.leader_lease_ttl
         self.batch = settings.prune_batch_size
         self.pause = settings.prune_pause
         self.interval = settings.prune_interval
         retention = settings.dead_letter_retention_days
-        self.retention = timedelta(days=retention) if retention is not None else None
+        self.dead_letter_retention = timedelta(days=retention) if retention is not None else None
         self.leading = asyncio.Event()
         self.pruned_jobs = 0
         self.pruned_dead_letters = 0
+
+    @property
+    def prunes(self) -> bool:
+        """Whether this leader prunes (the backend fills `RetentionStore`)."""
+        return self.retention is not None
 
     @property
     def is_leader(self) -> bool:
         return self.leading.is_set()
 
     async def run(self, stopping: asyncio.Event) -> None:
-        maintenance = asyncio.create_task(self._maintain(stopping), name="soniq-maintenance")
+        maintenance = asyncio.create_task(self._maintain(stopping), name="soniq-maintenance") if self.prunes else None
         try:
             await self._hold(stopping)
         finally:
-            maintenance.cancel()
-            await asyncio.gather(maintenance, return_exceptions=True)
+            if maintenance is not None:
+                maintenance.cancel()
+                await asyncio.gather(maintenance, return_exceptions=True)
             await self._release()
 
     async def _hold(self, stopping: asyncio.Event) -> None:
@@ -113,13 +130,17 @@ class LeaderDuties:
             await _sleep_unless(stopping, self.interval)
 
     async def prune_once(self, stopping: asyncio.Event | None = None) -> tuple[int, int]:
-        """One maintenance pass; returns the job and dead-letter rows it deleted."""
-        jobs = await self._in_batches(lambda: self.backend.prune_jobs(PruneJobsParams(limit=self.batch)), stopping)
+        """One maintenance pass; returns the job and dead-letter rows it deleted ((0, 0) without
+        `RetentionStore`)."""
+        store = self.retention
+        if store is None:
+            return 0, 0
+        jobs = await self._in_batches(lambda: store.prune_jobs(PruneJobsParams(limit=self.batch)), stopping)
         dead = 0
-        if self.retention is not None:
-            before = datetime.now(UTC) - self.retention
+        if self.dead_letter_retention is not None:
+            before = datetime.now(UTC) - self.dead_letter_retention
             dead = await self._in_batches(
-                lambda: self.backend.prune_dead_letters(PruneDeadLettersParams(before=before, limit=self.batch)),
+                lambda: store.prune_dead_letters(PruneDeadLettersParams(before=before, limit=self.batch)),
                 stopping,
             )
         self.pruned_jobs += jobs

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from soniq.backend import Backend
+from soniq.backend import QueueStore
 from soniq.bus import ObservationBus
 from soniq.observers import RecoveryEvent
 from soniq.params import ExpireUnknownJobsParams, HeartbeatParams, RegisterWorkerParams
@@ -18,7 +18,7 @@ from soniq.rescue import sweep_stale_workers
 logger = logging.getLogger("soniq.worker")
 
 
-async def heartbeat_loop(backend: Backend, info: Callable[[], WorkerInfo], *, interval: float) -> None:
+async def heartbeat_loop(backend: QueueStore, info: Callable[[], WorkerInfo], *, interval: float) -> None:
     """Beat every `interval` seconds; re-register when another process declared this worker stale."""
     worker_id = info().id
     failures = 0
@@ -41,7 +41,7 @@ async def heartbeat_loop(backend: Backend, info: Callable[[], WorkerInfo], *, in
 
 
 async def sweep_once(
-    backend: Backend,
+    backend: QueueStore,
     bus: ObservationBus,
     *,
     heartbeat_timeout: float,
@@ -65,7 +65,12 @@ async def sweep_once(
 
 
 async def expire_unknown_once(
-    backend: Backend, bus: ObservationBus, *, heartbeat_timeout: float, older_than: float, worker_id: str | None = None
+    backend: QueueStore,
+    bus: ObservationBus,
+    *,
+    heartbeat_timeout: float,
+    older_than: float,
+    worker_id: str | None = None,
 ) -> set[str]:
     """Dead-letter (reason ``unknown_job``) queued rows of names no live worker registers.
 
@@ -105,7 +110,7 @@ async def expire_unknown_once(
 
 
 async def sweep_loop(
-    backend: Backend,
+    backend: QueueStore,
     bus: ObservationBus,
     *,
     worker_id: str,

@@ -22,7 +22,7 @@ from soniq.records import WorkerStatus
 from soniq.worker.state import WorkerState
 
 if TYPE_CHECKING:
-    from soniq.backend import Backend
+    from soniq.backend import QueueStore
     from soniq.worker.summary import WorkerSummary
 
 logger = logging.getLogger("soniq.worker")
@@ -35,7 +35,7 @@ def _iso(at: float) -> str:
 
 
 class StateRecord:
-    def __init__(self, backend: Backend, worker_id: str) -> None:
+    def __init__(self, backend: QueueStore, worker_id: str) -> None:
         self.backend = backend
         self.worker_id = worker_id
         self.path: list[dict[str, Any]] = [{"state": WorkerState.RUNNING.value, "at": _iso(time.time())}]

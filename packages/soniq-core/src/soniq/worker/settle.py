@@ -23,7 +23,8 @@ from types import TracebackType
 from typing import TypeVar
 
 import soniq
-from soniq.backend import Backend
+from soniq import features
+from soniq.backend import QueueStore
 from soniq.errors import Permanent
 from soniq.outcomes import JobOutcome
 from soniq.params import DeadLetterJobParams, FinishCancelParams, GetJobParams, RetryJobParams, SnoozeJobParams
@@ -149,7 +150,7 @@ logger.addFilter(_StorableTraceback())
 class Settler:
     def __init__(
         self,
-        backend: Backend,
+        backend: QueueStore,
         worker_id: str,
         retry_policy: RetryPolicy | JobRetryDelays,
         completions: CompletionBatcher,
@@ -304,8 +305,10 @@ class Settler:
         job = run.job
         text = safe_text(message)
         params = FinishCancelParams(job_id=job.id, worker_id=self._worker_id, message=text)
+        # Only a cancel request reaches this, and only a backend with a CancelChannel takes one.
+        channel = features.cancel_channel(self._backend)
         ok, written = await self._write(
-            f"cancel of job {job.id}", functools.partial(self._backend.finish_cancel, params), give_up_at
+            f"cancel of job {job.id}", functools.partial(channel.finish_cancel, params), give_up_at
         )
         if not ok:
             logger.error(

@@ -27,7 +27,7 @@ from soniq.worker.executor import CANCEL_UNWIND_SECONDS
 from soniq.worker.state import RunPhase, WorkerState
 
 if TYPE_CHECKING:
-    from soniq.backend import Backend
+    from soniq.backend import QueueStore
     from soniq.bus import ObservationBus
     from soniq.settings import Settings
     from soniq.worker._table import RunTable
@@ -57,7 +57,7 @@ class ShutdownHost(Protocol):
 
     worker_id: str
     settings: Settings
-    backend: Backend
+    backend: QueueStore
     bus: ObservationBus
     summary: WorkerSummary
     completions: CompletionBatcher

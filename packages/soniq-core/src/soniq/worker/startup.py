@@ -1,5 +1,6 @@
-"""What a worker checks and says before it claims: the no-jobs refusal, its signal handlers and the
-shutdown budget it logs, so the platform's stop timeout can be set to fit."""
+"""What a worker checks and says before it claims: the no-jobs refusal, the backend roles its
+configuration needs, its signal handlers and the shutdown budget it logs, so the platform's stop
+timeout can be set to fit."""
 
 from __future__ import annotations
 
@@ -10,11 +11,14 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from soniq import features
 from soniq.errors import NoJobsRegisteredError
 from soniq.worker.executor import CANCEL_UNWIND_SECONDS
 from soniq.worker.shutdown import NACK_WRITE_SECONDS
 
 if TYPE_CHECKING:
+    from soniq.backend import QueueStore
+    from soniq.params import GroupLimit
     from soniq.registry import JobRegistry
     from soniq.settings import Settings
 
@@ -28,6 +32,17 @@ def refuse_without_jobs(registry: JobRegistry, settings: Settings) -> None:
             "(--jobs-modules / SONIQ_JOBS_MODULES), or pass allow_no_jobs=True (--allow-no-jobs) "
             "to start one anyway"
         )
+
+
+def refuse_missing_roles(backend: QueueStore, *, limits: tuple[GroupLimit, ...], schedules: int) -> None:
+    """`MissingBackendRoleError` before the worker registers or claims, for what the app configured
+    and the backend cannot honour: limits (`queue_limits`, `@app.job` limits) without `LimitStore`,
+    which would otherwise run unlimited, and `schedules` `@app.periodic` schedules without
+    `ScheduleStore`, which would otherwise never fire."""
+    if limits:
+        features.require_limits(backend)
+    if schedules:
+        features.schedule_store(backend)
 
 
 def install_signal_handlers(stop: Callable[[str], None]) -> list[Callable[[], bool]]:

@@ -25,21 +25,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from soniq import log_escape
-from soniq.backend import Backend
+from soniq.backend import CancelChannel, QueueStore, has_role
 from soniq.observers import ShutdownInfo, TransitionEvent, WorkerStartedEvent
 from soniq.params import PrepareWorkerParams, RegisterWorkerParams
 from soniq.records import WorkerInfo
 from soniq.scheduling.duties import FleetDuties
 from soniq.speedups import ORJSON, running_loop_name
-from soniq.worker._dispatch import Dispatcher
+from soniq.worker._dispatch import DispatchContext, Dispatcher
 from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
-from soniq.worker.cancel_watch import CancelWatcher
+from soniq.worker.cancel_watch import CancelWatcher, watched_store
 from soniq.worker.executor import Executor
 from soniq.worker.loops import heartbeat_loop, sweep_loop
 from soniq.worker.record import StateRecord
 from soniq.worker.shutdown import ShutdownSequence
-from soniq.worker.startup import install_signal_handlers, log_budget, refuse_without_jobs
+from soniq.worker.startup import install_signal_handlers, log_budget, refuse_missing_roles, refuse_without_jobs
 from soniq.worker.state import RunPhase, WorkerState, check_transition
 from soniq.worker.summary import WorkerSummary
 from soniq.worker.supervise import LoopSupervisor
@@ -75,7 +75,7 @@ class Worker:
         settings = app.settings
         self.app = app
         self.settings = settings
-        self.backend: Backend = app.backend
+        self.backend: QueueStore = app.backend
         self.bus = app.bus
         self.concurrency = concurrency if concurrency is not None else settings.concurrency
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
@@ -164,6 +164,11 @@ class Worker:
         """
         settings = self.settings
         refuse_without_jobs(self.app.registry, settings)
+        limits = self.app.group_limits()
+        # Before anything is opened or written: a worker that cannot honour its configuration never starts.
+        refuse_missing_roles(
+            self.backend, limits=limits, schedules=0 if self.run_once else len(self.app.scheduler.declared)
+        )
         await self.app.connect()
         await self.backend.prepare_worker(
             PrepareWorkerParams(concurrency=self.concurrency, prefetch=self.runs.prefetch)
@@ -173,8 +178,24 @@ class Worker:
             settings.sync_handler_pool_size,
             cancel_grace=settings.cancel_grace_seconds,
         )
+        context = DispatchContext(
+            worker_id=self.worker_id,
+            settings=settings,
+            backend=self.backend,
+            bus=self.bus,
+            registry=self.app.registry,
+            summary=self.summary,
+            runs=self.runs,
+            completions=self.completions,
+            queues=self.queues,
+            run_once=self.run_once,
+            stop=self.stop,
+            limits=limits,
+            retry_policy=self.app.retry_policy,
+            middleware=tuple(self.app.middleware_chain),
+        )
         dispatch = Dispatcher(
-            self, executor, stop_event=self._stop_event, claiming=self._claiming, write_deadline=self._write_deadline
+            context, executor, stop_event=self._stop_event, claiming=self._claiming, write_deadline=self._write_deadline
         )
         await self.backend.register_worker(RegisterWorkerParams(worker=self.info()))
         # Handlers go in before the 'started' line: a supervisor (or test) that signals on seeing it must
@@ -231,15 +252,19 @@ class Worker:
                 supervise("watchdog", lambda: Watchdog(self.runs, self.summary).watch(settings.heartbeat_interval)),
                 name="soniq-watchdog",
             ),
-            # Issue 19: cancel requests for the rows this worker holds, through DRAINING to STOPPED.
-            asyncio.create_task(
-                supervise(
-                    "cancel-watch",
-                    lambda: CancelWatcher(self.backend, self.worker_id, self.runs, dispatch.cancel_unstarted).watch(),
-                ),
-                name="soniq-cancel-watch",
-            ),
         ]
+        if has_role(self.backend, CancelChannel):
+            # Issue 19: cancel requests for the rows this worker holds, through DRAINING to STOPPED.
+            watched = watched_store(self.backend)
+            background.append(
+                asyncio.create_task(
+                    supervise(
+                        "cancel-watch",
+                        lambda: CancelWatcher(watched, self.worker_id, self.runs, dispatch.cancel_unstarted).watch(),
+                    ),
+                    name="soniq-cancel-watch",
+                )
+            )
         # Issue 14: the scheduler loop and the leader's duties end at the first shutdown signal (_stop_event).
         duties = None if self.run_once else FleetDuties(self.app, holder=self.worker_id)
         if duties is not None:

@@ -1,4 +1,4 @@
-"""Protocol 4 on SQLite: what the contract suite cannot see from outside.
+"""Dependencies, limits, cancel requests and job changes on SQLite: what the contract suite cannot see from outside.
 
 Schema version 6 on an existing file, the query plans that keep the unlimited claim as cheap
 as before (blocked rows are not in the claim indexes), limits held by the file's one writer

@@ -15,6 +15,7 @@ import pytest
 
 from soniq import Soniq, UnknownJobError, WorkerState
 from soniq.integrations.fastapi import lifespan
+from soniq.observers import RecordingObserver
 from soniq.routing import InvalidTaskNameError, TaskRef, task_ref
 from soniq.testing import MemoryBackend, drain, make_app, wait_until
 
@@ -116,7 +117,10 @@ async def test_route_map_sends_default_queue_jobs_by_longest_prefix() -> None:
 
 @pytest.mark.asyncio
 async def test_setting_the_shutdown_event_drains_the_worker_without_signal_handlers() -> None:
-    app = make_app(shutdown_timeout=10, heartbeat_interval=0.2, heartbeat_timeout=1, poll_interval=0.05)
+    observer = RecordingObserver()
+    app = make_app(
+        shutdown_timeout=10, heartbeat_interval=0.2, heartbeat_timeout=1, poll_interval=0.05, extra_observers=[observer]
+    )
     started = asyncio.Event()
     release = asyncio.Event()
 
@@ -133,7 +137,7 @@ async def test_setting_the_shutdown_event_drains_the_worker_without_signal_handl
     await asyncio.wait_for(started.wait(), 10)
     assert signal.getsignal(signal.SIGTERM) is before  # no handler installed
     stop.set()
-    await wait_until(lambda: app.current_worker is not None and app.current_worker.state is WorkerState.DRAINING)
+    await wait_until(lambda: worker_state(observer) is WorkerState.DRAINING)
     release.set()
     summary = await asyncio.wait_for(task, 10)
     assert summary.states == [WorkerState.RUNNING, WorkerState.DRAINING, WorkerState.STOPPED]
@@ -145,7 +149,8 @@ async def test_setting_the_shutdown_event_drains_the_worker_without_signal_handl
 
 @pytest.mark.asyncio
 async def test_the_fastapi_lifespan_runs_a_worker_and_drains_it_at_shutdown() -> None:
-    app = make_app(heartbeat_interval=0.2, heartbeat_timeout=1, poll_interval=0.05)
+    observer = RecordingObserver()
+    app = make_app(heartbeat_interval=0.2, heartbeat_timeout=1, poll_interval=0.05, extra_observers=[observer])
 
     @app.job(name="greet")
     async def greet(name: str) -> str:
@@ -155,11 +160,14 @@ async def test_the_fastapi_lifespan_runs_a_worker_and_drains_it_at_shutdown() ->
         job_id = await app.enqueue("greet", name="ann")
         await wait_until(lambda: app.get_job(job_id), timeout=10)
         row = await wait_until(_done(app, job_id), timeout=10)
-        worker = app.current_worker
-        assert worker is not None
-        assert worker.state is WorkerState.RUNNING
+        assert worker_state(observer) is WorkerState.RUNNING
     assert row["result"] == "hi ann"
-    assert worker.state is WorkerState.STOPPED
+    assert worker_state(observer) is WorkerState.STOPPED
+
+
+def worker_state(observer: RecordingObserver) -> WorkerState:
+    """The state of the app's worker, as its transitions say (it starts RUNNING)."""
+    return observer.transitions[-1].to_state if observer.transitions else WorkerState.RUNNING
 
 
 def _done(app: Soniq, job_id: str):  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Protocol 2's newer fields on SQLite: claim by name, worker names, expiring unknown names,
+"""Job names on SQLite: claim by name, worker names, expiring unknown names,
 listings without results, and rows whose stored JSON cannot be decoded."""
 
 from __future__ import annotations

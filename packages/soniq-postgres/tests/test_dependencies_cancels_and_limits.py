@@ -1,5 +1,6 @@
-"""Protocol 4 on PostgreSQL: migration 6 on an existing database, the claim index that leaves
-blocked rows out, the dependency race with a terminal write, and job changes only for watched rows."""
+"""Dependencies, limits, cancel requests and job changes on PostgreSQL: migration 6 on an existing
+database, the claim index that leaves blocked rows out, the dependency race with a terminal write,
+and job changes only for watched rows."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ async def _claim(backend: PostgresBackend, worker: str = "w", limit: int = 10) -
     return [row.id for row in rows]
 
 
-async def test_migration_6_upgrades_a_protocol_3_database_keeping_its_rows(
+async def test_migration_6_upgrades_a_version_5_database_keeping_its_rows(
     make_backend: Make, raw: asyncpg.Connection, namespace: str
 ) -> None:
     quoted = f'"{namespace}"'

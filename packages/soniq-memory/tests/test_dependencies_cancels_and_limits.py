@@ -1,4 +1,5 @@
-"""What the memory store adds to the protocol-4 contract: its test API, named stores, threads, bounded state."""
+"""Dependencies, cancel requests, limits and job changes in the memory store, beyond the contract suite:
+its test API, named stores shared across threads, and state that stays bounded."""
 
 from __future__ import annotations
 
@@ -46,9 +47,13 @@ def _claim(worker_id: str, *, limit: int = 10, limits: tuple[GroupLimit, ...] = 
     return ClaimJobsParams(worker_id=worker_id, queues=None, limit=limit, mark_started=True, limits=limits)
 
 
-async def test_capabilities_declare_protocol_4_and_push_job_changes() -> None:
+async def test_capabilities_declare_every_role_and_push_job_changes() -> None:
     capabilities = MemoryBackend().capabilities
-    assert (capabilities.protocol_version, capabilities.push_job_changes) == (4, True)
+    assert capabilities.describe_roles() == (
+        "QueueStore v1, DeadLetterStore v1, ScheduleStore v1, OperatorReads v1, SchemaAdmin v1, "
+        "CancelChannel v1, LimitStore v1, DependencyStore v1, RetentionStore v1"
+    )
+    assert capabilities.push_job_changes is True
 
 
 async def test_the_jobs_view_shows_the_new_fields() -> None:

@@ -1,4 +1,4 @@
-"""Protocol 4 in Redis: what the contract suite cannot see from outside.
+"""Dependencies, limits, cancel requests and job changes in Redis: what the contract suite cannot see from outside.
 
 Edge sets leave no keys behind once resolved, a cascade of any depth runs in one
 script, only limited claims run the limited script, rate windows expire, and a

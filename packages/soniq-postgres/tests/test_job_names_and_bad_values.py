@@ -1,4 +1,5 @@
-"""Protocol 2's newer fields on PostgreSQL, and values or rows that must not hold others hostage."""
+"""Job names on PostgreSQL (claim by name, the workers' names, expiring names nobody registers), listings
+without results, and values, rows or URLs that must not hold others hostage or leak a password."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Protocol 2 refusal, the observation bus and the job-end/recovery vocabulary, through public surfaces."""
+"""The observation bus and the job-end and recovery vocabulary, through public surfaces."""
 
 from __future__ import annotations
 
@@ -8,54 +8,19 @@ from typing import Any
 import pytest
 
 from soniq import (
-    BACKEND_PROTOCOL_VERSION,
-    BackendCapabilities,
-    BackendProtocolError,
     BaseObserver,
     HandlerKind,
     InMemoryMetricsSink,
     JobOutcome,
     Soniq,
-    SoniqError,
     WorkerState,
 )
-from soniq.backend import PROTOCOL_MIGRATION_NOTE
 from soniq.bus import ObservationBus
 from soniq.observers import JobEndEvent, RecordingObserver
 from soniq.params import ClaimJobsParams, RegisterWorkerParams
 from soniq.records import StaleJobPolicy, WorkerInfo
-from soniq_memory import MemoryBackend
 
 pytestmark = pytest.mark.asyncio
-
-
-class ProtocolOneBackend(MemoryBackend):
-    """A backend still written against protocol 1: it says so in its capabilities."""
-
-    @property
-    def capabilities(self) -> BackendCapabilities:
-        return BackendCapabilities(protocol_version=1)
-
-
-async def test_a_protocol_1_backend_is_refused_at_construction_naming_what_changed() -> None:
-    with pytest.raises(BackendProtocolError) as caught:
-        Soniq(backend=ProtocolOneBackend())
-    message = str(caught.value)
-    assert isinstance(caught.value, SoniqError)
-    assert "protocol 1" in message
-    assert f"protocol {BACKEND_PROTOCOL_VERSION}" in message
-    assert "parameters object" in message
-    assert PROTOCOL_MIGRATION_NOTE in message
-
-
-async def test_a_backend_newer_than_core_asks_for_a_core_upgrade() -> None:
-    class FromTheFuture(MemoryBackend):
-        @property
-        def capabilities(self) -> BackendCapabilities:
-            return BackendCapabilities(protocol_version=BACKEND_PROTOCOL_VERSION + 1)
-
-    with pytest.raises(BackendProtocolError, match="upgrade soniq-core"):
-        Soniq(backend=FromTheFuture())
 
 
 async def test_a_hook_nobody_implements_is_never_called_and_job_events_are_not_built() -> None:

@@ -1,4 +1,4 @@
-"""soniq 0.1.0 names that do not depend on a backend (issue 28): a non-string cron expression is a
+"""soniq 0.1.0 names that do not depend on a backend still work: a non-string cron expression is a
 `TypeError`, and `soniq.testing.memory_backend` is 0.1.0's path to the in-memory backend."""
 
 from __future__ import annotations

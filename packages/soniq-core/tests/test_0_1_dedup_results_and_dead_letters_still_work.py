@@ -1,4 +1,4 @@
-"""Issue 12, the store half, through the app on every backend: unique and dedup_key enqueue,
+"""soniq 0.1.0's store features still work, through the app on every backend: unique and dedup_key enqueue,
 result_ttl, get_result, delete_job, get_job of a dead letter, and the dead-letter service."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 12, the job API of soniq 0.1.0: decorator options, retry policy, JobContext, Snooze,
+"""The job API of soniq 0.1.0 still works: decorator options, retry policy, JobContext, Snooze,
 hooks, middleware and metrics sinks, on every backend against real servers."""
 
 from __future__ import annotations
@@ -584,12 +584,12 @@ def test_async_0_1_0_metrics_sink_is_awaited(store: Store, caplog: pytest.LogCap
         asyncio.run(main())
 
 
-# -- unique on the decorator: the job's default for enqueue (the store side is compat-store's) ----
+# -- unique on the decorator: the job's default for enqueue (the store side is tested on its own) ----
 
 
 def _store_dedupes(app: Soniq) -> bool:
-    """Whether the backend's package has the store side of deduplication (compat-store brings it
-    backend by backend); a backend without it stores every enqueue under its own id."""
+    """Whether the backend's package has the store side of deduplication; a backend without it
+    stores every enqueue under its own id."""
     package = Path(sys.modules[type(app.backend).__module__].__file__ or "").parent
     return any("dedup_key" in path.read_text(errors="replace") for path in package.rglob("*") if path.is_file())
 
