@@ -235,7 +235,7 @@ async def test_every_key_a_namespace_writes_lives_in_its_one_slot(cluster_backen
     assert len(slots) == 1, f"the namespace's keys spread over slots {sorted(slots)}"
 
 
-async def test_protocol_4_keys_share_the_slot_and_job_changes_reach_a_waiter(
+async def test_dependency_and_limit_keys_share_the_slot_and_job_changes_reach_a_waiter(
     cluster_url: str, cluster_backend: RedisBackend
 ) -> None:
     """Dependency edges, job-limit sets, rate windows and the job-changes channel work on a cluster."""

@@ -19,8 +19,14 @@ from soniq_contract_tests.chaos.verdict import Fault, Verdict
 ConnectionKiller = Callable[[], Awaitable[int]]
 
 SWEEP_LINE = re.compile(
-    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) WARNING soniq.worker: stale recovery: workers (\S+); requeued"
+    r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) WARNING soniq.worker: stale recovery: workers (.+?); requeued"
 )
+"""A sweep's line in a worker's log; the worker ids are joined with ", " (soniq.worker.loops.sweep_once)."""
+STALE_LOG_LAG = 0.5
+"""How far a sweep's log line may be from the moment it fenced a live worker's rows, either way.
+The sweeper logs after its writes returned, so a re-run elsewhere can start before the line; and the
+judged worker may log a handler's start just after the sweep, for a row it had claimed and marked
+started before it (the start line follows the start mark by the worker's own scheduling delay)."""
 
 
 def env_int(name: str, default: int) -> int:
@@ -99,7 +105,7 @@ def _sweeps(logs: list[str]) -> list[tuple[float, int | None]]:
                 continue
             swept_at = datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
             for stale in match.group(2).split(","):
-                parts = stale.rsplit("-", 2)
+                parts = stale.strip().rsplit("-", 2)
                 found.append((swept_at, int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None))
     return found
 
@@ -108,9 +114,15 @@ def stale_judgments(logs: list[str], faults: list[Fault]) -> list[Fault]:
     """Live workers that a sweep judged stale (their heartbeat came late on a loaded machine, or a
     connection fault held it up), as faults of kind ``stale_judgment``: the sweep requeues their rows
     and fences their writes, so a run of theirs that then returns is run again elsewhere, which
-    the verdict counts under that name instead of as unexplained. A SIGKILLed worker is not one."""
-    killed = {f.pid for f in faults if f.kind in ("sigkill", "supervisor_sigkill")}
-    return [Fault("stale_judgment", at, pid) for at, pid in _sweeps(logs) if pid is not None and pid not in killed]
+    the verdict counts under that name instead of as unexplained. A sweep of a worker after it was
+    SIGKILLed is not one (the kill explains that re-run); a sweep that judged it stale while it was
+    still alive is, even when it was killed later in the run."""
+    killed_at = {f.pid: f.at for f in faults if f.kind in ("sigkill", "supervisor_sigkill")}
+    return [
+        Fault("stale_judgment", at - STALE_LOG_LAG, pid, until=at + STALE_LOG_LAG)
+        for at, pid in _sweeps(logs)
+        if pid is not None and (pid not in killed_at or at < killed_at[pid] + STALE_LOG_LAG)
+    ]
 
 
 def sweep_recoveries(logs: list[str], faults: list[Fault]) -> list[float]:

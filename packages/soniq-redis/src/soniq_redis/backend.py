@@ -15,8 +15,7 @@ import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -52,8 +51,6 @@ from soniq.params import (
     JobCountsParams,
     JobPageParams,
     LimitScope,
-    ListDeadLetterParams,
-    ListJobsParams,
     ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
@@ -405,22 +402,6 @@ class RedisBackend:
             fields = await client.hgetall(self.keys.job(params.job_id))
         return job_record(text_map(fields)) if fields else None
 
-    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
-        status_arg = "" if params.status is None else JobStatus(params.status).value
-        rows = await self._list(
-            "jobs", params.queue, status_arg, params.limit, params.offset, include_results=params.include_results
-        )
-        return [job_record(pairs(row)) for row in rows]
-
-    async def _list(
-        self, kind: str, queue: str | None, status: str, limit: int, offset: int, *, include_results: bool = False
-    ) -> list[Any]:
-        has_queue = "0" if queue is None else "1"
-        rows = await self._run(
-            "list_jobs", kind, queue or "", has_queue, status, max(offset, 0), limit, "1" if include_results else "0"
-        )
-        return cast(list[Any], rows)
-
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
         return bool(await self._run("cancel", JobStatus.CANCELLED.value, params.job_id))
 
@@ -576,19 +557,6 @@ class RedisBackend:
 
     # -- dead letters ----------------------------------------------------------------
 
-    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
-        if params.filter is not None:
-            wanted = params.filter
-            if params.queue is not None:
-                queues = [params.queue] if wanted.queues is None or params.queue in wanted.queues else []
-                wanted = replace(wanted, queues=queues)
-            rows = await self._run(
-                "dead_filter", "list", *_filter_args(wanted), max(params.limit, 0), max(params.offset, 0)
-            )
-            return [dead_letter_record(pairs(row)) for row in rows]
-        rows = await self._list("dead", params.queue, "", params.limit, params.offset)
-        return [dead_letter_record(pairs(row)) for row in rows]
-
     async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         client, _ = await self._ready()
         with translated_errors(self._target):
@@ -621,12 +589,12 @@ class RedisBackend:
     async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
         if params.limit <= 0:
             return set()
-        deleted = await self._run("dead_filter", "delete", *_filter_args(params.filter), params.limit, 0)
+        deleted = await self._run("dead_filter", "delete", *_filter_args(params.filter), params.limit)
         return {str(job_id) for job_id in deleted}
 
     async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
         wanted = params.filter if params.filter is not None else DeadLetterFilter()
-        reply = await self._run("dead_filter", "stats", *_filter_args(wanted), 0, 0)
+        reply = await self._run("dead_filter", "stats", *_filter_args(wanted), 0)
         total, revived, oldest, newest, by_name, by_queue, by_reason = reply
 
         def counts(text: str) -> dict[str, int]:

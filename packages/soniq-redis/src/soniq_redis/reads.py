@@ -5,11 +5,12 @@ the index that fits the filters (``qs:<status>:<queue>``, ``st:<status>``,
 ``q:<queue>``, ``all``; ``dlq:<queue>`` or ``dl`` for dead letters), all
 scored by `created_at` (or `moved_to_dead_letter_at`) in microseconds with
 the id breaking ties, which is exactly the keyset order; several indexes are
-merged. Name filters and the search are applied to the rows read, so a rare
-name costs a longer walk. `done` activity has no index by finish time: it
-reads the `updated_at` of every done row (cost grows with the done backlog).
-Queue names come from the ``queues`` set, which keeps a queue after its last
-row is purged.
+merged. Name filters, the search and a dead-letter `filter`'s names, reasons
+and resurrected flag are applied to the rows read, so a rare name costs a
+longer walk; the filter's move-time range bounds the scores walked. `done`
+activity has no index by finish time: it reads the `updated_at` of every done
+row (cost grows with the done backlog). Queue names come from the ``queues``
+set, which keeps a queue after its last row is purged.
 """
 
 from __future__ import annotations
@@ -30,7 +31,14 @@ from soniq.pagination import (
     job_cursor,
     job_matches,
 )
-from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobCursor, JobPageParams
+from soniq.params import (
+    DeadLetterFilter,
+    DeadLetterPageParams,
+    JobActivityParams,
+    JobCountsParams,
+    JobCursor,
+    JobPageParams,
+)
 from soniq.records import ActivityBucket, DeadLetterPage, DeadLetterRecord, JobPage, JobRecord, JobStatus, QueueCounts
 from soniq_redis.keys import KeySpace
 from soniq_redis.rows import dead_letter_record, from_micros, job_record, text_map, to_micros
@@ -64,15 +72,22 @@ def job_counts_args(params: JobCountsParams) -> list[str]:
     return list(params.queues) if params.queues is not None else [""]
 
 
-async def _walk(client: Redis, key: str, before: tuple[int, str] | None) -> AsyncIterator[tuple[int, str]]:
-    """`(score, member)` of one sorted set, highest first, strictly below `before`."""
+async def _walk(
+    client: Redis, key: str, before: tuple[int, str] | None, scores: tuple[int | None, int | None] = (None, None)
+) -> AsyncIterator[tuple[int, str]]:
+    """`(score, member)` of one sorted set, highest first, strictly below `before`, with a score
+    from ``scores[0]`` to ``scores[1]`` (both inclusive; None: open)."""
+    floor, ceiling = scores
     top: int | str = "+inf" if before is None else before[0]
+    if ceiling is not None and (before is None or ceiling < before[0]):
+        top = ceiling
+    bottom: int | str = "-inf" if floor is None else floor
     skip = 0
     last = before
     while True:
         chunk = cast(
             list[tuple[Any, float]],
-            await client.zrevrangebyscore(key, top, "-inf", start=skip, num=CHUNK, withscores=True),
+            await client.zrevrangebyscore(key, top, bottom, start=skip, num=CHUNK, withscores=True),
         )
         if not chunk:
             return
@@ -94,9 +109,11 @@ async def _walk(client: Redis, key: str, before: tuple[int, str] | None) -> Asyn
         top = lowest
 
 
-async def _merged(client: Redis, keys: Sequence[str], before: JobCursor | None) -> AsyncIterator[str]:
+async def _merged(
+    client: Redis, keys: Sequence[str], before: JobCursor | None, scores: tuple[int | None, int | None]
+) -> AsyncIterator[str]:
     start = None if before is None else (to_micros(before.at), before.id)
-    walkers = [_walk(client, key, start) for key in keys]
+    walkers = [_walk(client, key, start, scores) for key in keys]
     heads: list[tuple[tuple[int, tuple[int, ...]], int]] = []
     for index, walker in enumerate(walkers):
         first = await anext(walker, None)
@@ -132,6 +149,7 @@ async def _page(
     row_key: Callable[[str], str],
     decode: Callable[[dict[str, str]], _Row],
     keep: Callable[[_Row], bool],
+    scores: tuple[int | None, int | None] = (None, None),
 ) -> list[_Row]:
     found: list[_Row] = []
     batch: list[str] = []
@@ -148,7 +166,7 @@ async def _page(
                     found.append(row)
         batch.clear()
 
-    async for member in _merged(client, keys, before):
+    async for member in _merged(client, keys, before, scores):
         batch.append(member)
         if len(batch) >= min(CHUNK, limit + 1 - len(found)):
             await flush()
@@ -187,9 +205,34 @@ def _without_result(row: JobRecord) -> JobRecord:
     return replace(row, result=None)
 
 
+def filter_matches(wanted: DeadLetterFilter, row: DeadLetterRecord) -> bool:
+    """Whether a dead-letter row passes every field of the filter."""
+    moved = row.moved_to_dead_letter_at
+    return (
+        (wanted.job_names is None or row.job_name in wanted.job_names)
+        and (wanted.queues is None or row.queue in wanted.queues)
+        and (wanted.reasons is None or row.dead_letter_reason in wanted.reasons)
+        and (wanted.moved_from is None or moved >= wanted.moved_from)
+        and (wanted.moved_to is None or moved <= wanted.moved_to)
+        and (wanted.resurrected is None or (row.resurrection_count > 0) == wanted.resurrected)
+    )
+
+
 async def dead_letter_page(client: Redis, keys: KeySpace, params: DeadLetterPageParams) -> DeadLetterPage:
     p = keys.prefix
-    indexes = [f"{p}dlq:{q}" for q in params.queues] if params.queues is not None else [f"{p}dl"]
+    wanted = params.filter
+    queues = params.queues
+    if wanted is not None and wanted.queues is not None:
+        # Both lists given: only the queues in both; either alone: that one.
+        queues = [q for q in (queues if queues is not None else wanted.queues) if q in wanted.queues]
+    indexes = [f"{p}dlq:{q}" for q in dict.fromkeys(queues)] if queues is not None else [f"{p}dl"]
+    # The move-time range narrows the walk of the indexes (scored by the move time, inclusive).
+    scores: tuple[int | None, int | None] = (None, None)
+    if wanted is not None:
+        scores = (
+            None if wanted.moved_from is None else to_micros(wanted.moved_from),
+            None if wanted.moved_to is None else to_micros(wanted.moved_to),
+        )
     limit = max(0, params.limit)
     rows = await _page(
         client,
@@ -198,7 +241,8 @@ async def dead_letter_page(client: Redis, keys: KeySpace, params: DeadLetterPage
         limit,
         keys.dead,
         dead_letter_record,
-        lambda r: dead_letter_matches(params, r),
+        lambda r: dead_letter_matches(params, r) and (wanted is None or filter_matches(wanted, r)),
+        scores,
     )
     page, cursor = cut(rows, limit, dead_letter_cursor)
     return DeadLetterPage(rows=page, next_cursor=cursor)

@@ -35,7 +35,6 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "heartbeat",
     "set_worker_status",
     "list_workers",
-    "list_jobs",
     "queue_stats",
     "next_due",
     "expire_unknown",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from soniq_contract_tests.chaos.report import stale_judgments
+from soniq_contract_tests.chaos.report import STALE_LOG_LAG, stale_judgments
 from soniq_contract_tests.chaos_verdict import MAX_ATTEMPTS, Fault, PlannedJob, Run, judge, read_runs
 
 pytestmark = pytest.mark.chaos
@@ -58,10 +58,46 @@ def test_stale_judgments_are_read_from_sweep_lines_and_never_name_a_killed_worke
         "2026-12-02 17:00:0{s},000 WARNING soniq.worker: stale recovery: workers {ids}; "
         "requeued 1 rows, dead-lettered 0"
     )
-    logs = [line.format(s=1, ids="host-10-ab,host-11-cd"), "unrelated line", line.format(s=2, ids="host-12-ef")]
+    # One sweep that judged several workers names them all, joined as soniq.worker.loops.sweep_once does.
+    several = ", ".join(["host-10-ab", "host-11-cd", "host-13-gh"])
+    logs = [line.format(s=1, ids=several), "unrelated line", line.format(s=2, ids="host-12-ef")]
     judged = stale_judgments(logs, faults=[Fault("sigkill", 0.0, 11)])
-    assert [(f.kind, f.pid) for f in judged] == [("stale_judgment", 10), ("stale_judgment", 12)]
-    assert judged[1].at - judged[0].at == pytest.approx(1.0)
+    assert [(f.kind, f.pid) for f in judged] == [("stale_judgment", 10), ("stale_judgment", 13), ("stale_judgment", 12)]
+    assert judged[2].at - judged[0].at == pytest.approx(1.0)
+
+
+def test_a_sweep_logged_just_after_the_runs_it_fenced_still_explains_them() -> None:
+    """Seen on the Redis Cluster chaos run: a sweep after a failover judged three live workers stale at
+    once; the judged worker logged a handler start 8 ms before the sweeper's line (the row was claimed and
+    marked started before the sweep), and the sweeper logs only after its writes returned."""
+    line = (
+        "2026-12-02 17:00:01,000 WARNING soniq.worker: stale recovery: workers host-7-aa, host-10-ab; "
+        "requeued 9 rows, dead-lettered 0"
+    )
+    (judgment,) = [f for f in stale_judgments([line], faults=[]) if f.pid == 10]
+    swept = judgment.at + STALE_LOG_LAG
+    just_before = {"j1": [Run(10, swept - 0.008, swept + 0.1, "ok"), Run(11, swept + 1.0, swept + 1.1, "ok")]}
+    verdict = judge([job()], {"id-1": done(1)}, {}, just_before, faults=[judgment])
+    assert (verdict.duplicates, verdict.violations) == ({"stale_judgment": 1}, [])
+    # A re-run that started a moment before the sweeper got to log its writes.
+    rerun_first = {"j1": [Run(10, swept - 1.0, swept - 0.9, "ok"), Run(10, swept - 0.01, swept + 0.1, "ok")]}
+    assert judge([job()], {"id-1": done(1)}, {}, rerun_first, faults=[judgment]).duplicates == {"stale_judgment": 1}
+    # Runs well clear of the sweep on either side are not its doing.
+    long_after = {"j1": [Run(10, swept + 2.0, swept + 2.1, "ok"), Run(11, swept + 5.0, swept + 5.1, "ok")]}
+    assert judge([job()], {"id-1": done(1)}, {}, long_after, faults=[judgment]).duplicates == {"unexplained": 1}
+    rerun_long_before = {"j1": [Run(10, swept - 5.0, swept - 4.9, "ok"), Run(11, swept - 2.0, swept - 1.9, "ok")]}
+    assert judge([job()], {"id-1": done(1)}, {}, rerun_long_before, faults=[judgment]).duplicates == {"unexplained": 1}
+
+
+def test_a_live_judgment_of_a_worker_killed_later_still_counts() -> None:
+    """Seen on the Redis Cluster chaos run: a sweep judged a live worker stale at :06, its run's outcome was
+    fenced and the job ran again; the worker was SIGKILLed at :09. Only sweeps after the kill are the kill's."""
+    line = "2026-12-02 17:00:0{s},000 WARNING soniq.worker: stale recovery: workers {ids}; requeued 1 rows"
+    logs = [line.format(s=6, ids="host-10-ab, host-11-cd"), line.format(s=9, ids="host-10-ab")]
+    first = stale_judgments(logs[:1], faults=[])[0]
+    killed = Fault("sigkill", first.at + STALE_LOG_LAG + 1.5, 10)  # between the two sweeps
+    judged = stale_judgments(logs, faults=[killed])
+    assert [(f.pid, f.at) for f in judged] == [(10, first.at), (11, first.at)]
 
 
 def test_sigterm_explains_an_interrupted_async_run_but_never_a_sync_one() -> None:

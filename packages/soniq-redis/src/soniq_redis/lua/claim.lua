@@ -3,23 +3,9 @@
 -- of those names (the others keep their place and are not written at all).
 -- ARGV: prefix, processing-status, worker_id, limit, mark_started ('1'/'0'),
 -- name count (-1 = any name), job names..., every-queue ('1'/'0'), queue names...
-local target = ARGV[2]
-check_status(target)
-local worker, limit, mark = ARGV[3], tonumber(ARGV[4]), ARGV[5] == '1'
-local name_count = tonumber(ARGV[6])
-local names = nil
-if name_count >= 0 then
-  names = {}
-  for i = 7, 6 + name_count do names[ARGV[i]] = true end
-end
-local qpos = 7 + math.max(name_count, 0)
-local queues
-if ARGV[qpos] == '1' then
-  queues = redis.call('SMEMBERS', P .. 'queues')
-else
-  queues = {}
-  for i = qpos + 1, #ARGV do queues[#queues + 1] = ARGV[i] end
-end
+local claim, qpos = claim_arguments()
+local target, worker, limit, mark, names = claim.target, claim.worker, claim.limit, claim.mark, claim.names
+local queues = claim_queues(qpos)
 local now = now_us()
 local stamp = int(now)
 

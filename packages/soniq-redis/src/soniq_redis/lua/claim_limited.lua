@@ -1,4 +1,4 @@
--- The claim with fleet-wide limits (protocol 4): as claim.lua, but a row is taken only
+-- The claim with fleet-wide limits: as claim.lua, but a row is taken only
 -- while every limit that matches it has room, and a row held back is passed over (it
 -- keeps its place, unwritten) so that rows of other groups behind it are still claimed.
 -- One script, so the check and the claim are atomic against every other claim.
@@ -18,16 +18,8 @@
 -- server's clock (TIME), aligned to the epoch, and expires after it. Work is bounded:
 -- at most STEP_BUDGET ready-set members are looked at per call.
 local STEP_BUDGET = 1000
-local target = ARGV[2]
-check_status(target)
-local worker, limit, mark = ARGV[3], tonumber(ARGV[4]), ARGV[5] == '1'
-local name_count = tonumber(ARGV[6])
-local names = nil
-if name_count >= 0 then
-  names = {}
-  for i = 7, 6 + name_count do names[ARGV[i]] = true end
-end
-local lpos = 7 + math.max(name_count, 0)
+local claim, lpos = claim_arguments()
+local target, worker, limit, mark, names = claim.target, claim.worker, claim.limit, claim.mark, claim.names
 local limits = {}
 for j = 1, tonumber(ARGV[lpos]) do
   local b = lpos + 1 + (j - 1) * 6
@@ -46,14 +38,7 @@ for j = 1, tonumber(ARGV[lpos]) do
     limits[j].source = P .. 'pj:' .. limits[j].name
   end
 end
-local qpos = lpos + 1 + #limits * 6
-local queues
-if ARGV[qpos] == '1' then
-  queues = redis.call('SMEMBERS', P .. 'queues')
-else
-  queues = {}
-  for i = qpos + 1, #ARGV do queues[#queues + 1] = ARGV[i] end
-end
+local queues = claim_queues(lpos + 1 + #limits * 6)
 local now = now_us()
 local stamp = int(now)
 

@@ -280,3 +280,25 @@ local function take(id, target, worker, stamp, mark, tracked)
   redis.call('SADD', wproc_key(worker), id)
   return redis.call('HGETALL', k)
 end
+
+-- The arguments every claim script starts with: ARGV[2] the processing status, [3] the
+-- worker id, [4] the limit, [5] mark_started ('1'/'0'), [6] the name count (-1 = any
+-- name), then the job names. Returns them and the ARGV position that follows them.
+local function claim_arguments()
+  local claim = {target = ARGV[2], worker = ARGV[3], limit = tonumber(ARGV[4]), mark = ARGV[5] == '1'}
+  check_status(claim.target)
+  local count = tonumber(ARGV[6])
+  if count >= 0 then
+    claim.names = {}
+    for i = 7, 6 + count do claim.names[ARGV[i]] = true end
+  end
+  return claim, 7 + math.max(count, 0)
+end
+
+-- The queues a claim reads, from ARGV[pos] on: '1' means every queue, '0' the names after it.
+local function claim_queues(pos)
+  if ARGV[pos] == '1' then return redis.call('SMEMBERS', P .. 'queues') end
+  local queues = {}
+  for i = pos + 1, #ARGV do queues[#queues + 1] = ARGV[i] end
+  return queues
+end

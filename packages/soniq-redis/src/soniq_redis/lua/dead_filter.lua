@@ -1,9 +1,10 @@
--- Dead-letter rows matching a filter (issue 12): list a page, delete a bounded batch, or count.
--- ARGV: prefix, mode ('list' | 'delete' | 'stats'), names, queues, reasons (JSON arrays, '' = any),
--- moved_from, moved_to (microseconds, '' = open), resurrected ('1' | '0' | ''), limit, offset.
+-- Dead-letter rows matching a filter (issue 12): delete a bounded batch, or count. (Listing is
+-- `dead_letter_page`, in `soniq_redis.reads`.)
+-- ARGV: prefix, mode ('delete' | 'stats'), names, queues, reasons (JSON arrays, '' = any),
+-- moved_from, moved_to (microseconds, '' = open), resurrected ('1' | '0' | ''), limit.
 -- The date range narrows the scan through the `dl` index (scored by the move time); the other
--- fields are read from each row. list: newest first, the rows' fields. delete: oldest first, the
--- ids deleted. stats: total, resurrected, oldest, newest, then a JSON object per grouping.
+-- fields are read from each row. delete: oldest first, the ids deleted. stats: total,
+-- resurrected, oldest, newest, then a JSON object per grouping.
 local mode = ARGV[2]
 local function set_of(text)
   if text == '' then return nil end
@@ -16,7 +17,7 @@ local low, high = ARGV[6], ARGV[7]
 if low == '' then low = '-inf' end
 if high == '' then high = '+inf' end
 local resurrected = ARGV[8]
-local limit, offset = tonumber(ARGV[9]), tonumber(ARGV[10])
+local limit = tonumber(ARGV[9])
 
 local function matches(id)
   local f = redis.call('HMGET', dead_key(id), 'job_name', 'queue', 'dead_letter_reason', 'resurrection_count')
@@ -30,17 +31,7 @@ local function matches(id)
   return f
 end
 
-if mode == 'list' then
-  local rows, skipped = {}, 0
-  local ids = redis.call('ZREVRANGEBYSCORE', P .. 'dl', high, low)
-  for _, id in ipairs(ids) do
-    if #rows >= limit then break end
-    if matches(id) then
-      if skipped < offset then skipped = skipped + 1 else rows[#rows + 1] = redis.call('HGETALL', dead_key(id)) end
-    end
-  end
-  return rows
-elseif mode == 'delete' then
+if mode == 'delete' then
   local deleted = {}
   local ids = redis.call('ZRANGEBYSCORE', P .. 'dl', low, high, 'WITHSCORES')
   for i = 1, #ids, 2 do
