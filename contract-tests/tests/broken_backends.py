@@ -18,13 +18,13 @@ from soniq.backend import Backend, BackendCapabilities
 from soniq.params import (
     AcquireLeaseParams,
     ClaimJobsParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     FindStaleJobsParams,
     FireScheduleParams,
     GetDeadLetterParams,
     GetJobParams,
-    ListDeadLetterParams,
-    ListJobsParams,
+    JobPageParams,
     NackJobParams,
     PruneJobsParams,
     ReplayDeadLetterParams,
@@ -33,7 +33,17 @@ from soniq.params import (
     RescueJobsParams,
     WaitForJobChangesParams,
 )
-from soniq.records import CancelOutcome, DeadLetterRecord, JobRecord, JobStatus, LeaseRecord, NewJob, StaleScan
+from soniq.records import (
+    CancelOutcome,
+    DeadLetterPage,
+    DeadLetterRecord,
+    JobPage,
+    JobRecord,
+    JobStatus,
+    LeaseRecord,
+    NewJob,
+    StaleScan,
+)
 from soniq_memory import MemoryBackend
 from soniq_memory.dependencies import Finish
 from soniq_memory.store import MemoryStore
@@ -147,15 +157,17 @@ class RaisesOnCorruptRow(MemoryBackend):
     async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
         return self._strict(await super().claim_jobs(params))
 
-    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
-        return self._strict(await super().list_jobs(params))
+    async def job_page(self, params: JobPageParams, /) -> JobPage:
+        page = await super().job_page(params)
+        return replace(page, rows=self._strict(list(page.rows)))
 
     async def get_job(self, params: GetJobParams, /) -> JobRecord | None:
         row = await super().get_job(params)
         return None if row is None else self._strict([row])[0]
 
-    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
-        return self._strict(await super().list_dead_letter(params))
+    async def dead_letter_page(self, params: DeadLetterPageParams, /) -> DeadLetterPage:
+        page = await super().dead_letter_page(params)
+        return replace(page, rows=self._strict(list(page.rows)))
 
     async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         row = await super().get_dead_letter(params)

@@ -28,7 +28,7 @@ def test_suite_passes_against_memory_skipping_only_what_does_not_apply(pytester:
         "test_prepare_worker_refuses_what_it_cannot_serve_with_a_soniq_error",
         "test_claim_by_job_names_takes_only_those_names_in_priority_order",
         "test_expire_unknown_jobs_moves_queued_rows_of_unknown_names",
-        "test_list_jobs_leaves_results_out_unless_asked",
+        "test_job_page_leaves_results_out_unless_asked",
         "test_a_claim_returns_a_corrupt_row_with_decode_error_beside_the_good_ones",
         "test_dead_letter_listing_and_get_show_a_corrupt_row",
         "test_each_due_time_fires_exactly_once_among_concurrent_firers",

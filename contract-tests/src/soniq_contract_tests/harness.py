@@ -15,21 +15,27 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from soniq.backend import Backend, SchemaAdmin, has_role
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     ClaimJobsParams,
     CompleteJobsParams,
     EnqueueJobsParams,
     GetJobParams,
     HeartbeatParams,
+    JobRecord,
     JobResult,
     MarkStartedParams,
+    NewJob,
     QueueStatsParams,
+    RecoveryResult,
     RegisterWorkerParams,
     RetryJobParams,
+    SchemaAdmin,
+    StaleJobPolicy,
+    WorkerInfo,
+    has_role,
+    sweep_stale_workers,
 )
-from soniq.records import JobRecord, NewJob, RecoveryResult, StaleJobPolicy, WorkerInfo
-from soniq.rescue import sweep_stale_workers
 
 BackendFactory = Callable[[str], Backend]
 """Builds an unconnected backend for a namespace (like ``from_url(url, namespace=...)``).
@@ -49,7 +55,7 @@ class UrlBackendFactory:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __call__(self, namespace: str) -> Backend:
-        from soniq.discovery import backend_class_for
+        from soniq.backend import backend_class_for
 
         backend: Backend = backend_class_for(self.url).from_url(self.url, namespace=namespace, **self.options)
         return backend

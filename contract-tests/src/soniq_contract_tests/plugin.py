@@ -95,7 +95,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     url = config.getoption("--soniq-url", None) or os.environ.get("SONIQ_CONTRACT_URL")
     if not url:
         return
-    from soniq.discovery import backend_class_for
+    from soniq.backend import backend_class_for
 
     try:
         backend = backend_class_for(url).from_url(url)

@@ -45,7 +45,7 @@ def soniq_url_factory(pytestconfig: pytest.Config) -> UrlBackendFactory:
             f"the Soniq contract suite needs a backend: pass --soniq-url URL (or set {URL_ENV_VAR}), "
             "e.g. pytest --pyargs soniq_contract_tests --soniq-url memory://"
         )
-    from soniq.discovery import backend_class_for
+    from soniq.backend import backend_class_for
 
     backend_class_for(url)  # an unknown scheme fails here, naming what is installed
     return UrlBackendFactory(url, parse_options(pytestconfig.getoption("--soniq-option")))

@@ -38,17 +38,21 @@ from typing import Any, ClassVar, cast
 import pytest
 
 from soniq import Soniq
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
+    CancelOutcome,
     EnqueueJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
+    JobRecord,
+    JobStatus,
+    NewJob,
     ReplayDeadLetterParams,
     RequestCancelParams,
+    SchemaFamily,
 )
-from soniq.records import CancelOutcome, JobRecord, JobStatus, NewJob
-from soniq.schema_state import LegacyWorkersActiveError, SchemaFamily, SchemaStateError
+from soniq.errors import LegacyWorkersActiveError, SchemaStateError
 
 JOB_KEYS = ("done", "queued", "scheduled", "unique", "dedup", "processing")
 """The ids `POPULATE_010` returns for rows left in the jobs table (``dead`` is the dead letter's)."""

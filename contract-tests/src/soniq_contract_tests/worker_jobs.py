@@ -25,9 +25,9 @@ from typing import Any
 from soniq import JobContext, Soniq
 
 LIMITED_MAX_CONCURRENT = 2
-"""`ct.limited` runs at most this many at once across every worker (issue 19)."""
+"""`ct.limited` runs at most this many at once across every worker."""
 RATED_PER_SECOND = 5
-"""`ct.rated` starts at most this many per one-second window across every worker (issue 19)."""
+"""`ct.rated` starts at most this many per one-second window across every worker."""
 
 
 def log_run(event: str, tag: str) -> int:

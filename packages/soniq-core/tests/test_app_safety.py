@@ -108,10 +108,14 @@ def test_a_bad_queue_is_refused_at_registration(queue: str, fragment: str) -> No
     assert app.registry.names() == []
 
 
-def test_permanent_is_exported_as_a_soniq_error() -> None:
-    assert soniq.Permanent is Permanent
-    assert issubclass(Permanent, SoniqError)
-    assert "Permanent" in soniq.__all__
+def test_permanent_and_snooze_are_instructions_exported_beside_the_errors() -> None:
+    from soniq import errors, instructions
+
+    assert soniq.Permanent is Permanent is errors.Permanent is instructions.Permanent
+    assert soniq.Snooze is errors.Snooze is instructions.Snooze
+    assert not issubclass(Permanent, SoniqError)
+    assert not issubclass(soniq.Snooze, SoniqError)
+    assert {"Permanent", "Snooze"} <= set(soniq.__all__)
 
 
 @pytest.mark.asyncio

@@ -250,7 +250,7 @@ async def test_schedules_need_the_schedule_store(fast_settings: dict[str, Any]) 
     await refused(lambda: app.scheduler.start(), feature=feature, role=role)
     assert not app.scheduler.running
     with pytest.raises(MissingBackendRoleError) as caught:  # what `soniq scheduler` builds
-        FleetDuties(app, holder="scheduler-test", scheduler=True)
+        FleetDuties(app.context, holder="scheduler-test", scheduler=True)
     check(caught.value, feature=feature, role=role)
     await app.close()
 

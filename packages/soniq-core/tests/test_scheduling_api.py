@@ -10,7 +10,7 @@ import pytest
 
 from soniq import BaseObserver, ManualClock, ScheduleError, Soniq, UnknownJobError, daily, every
 from soniq.observers import ScheduleFiredEvent
-from soniq.params import GetLeaseParams, ListJobsParams
+from soniq.params import GetLeaseParams, JobPageParams
 from soniq.scheduling.runner import ScheduleRunner
 from soniq.worker.leader import LeaderDuties
 
@@ -37,8 +37,8 @@ def make_app(**settings: Any) -> tuple[Soniq, ManualClock, Fired]:
 
 async def jobs_of(app: Soniq, name: str) -> list[Any]:
     backend = await app.connected_backend()
-    rows = await backend.list_jobs(ListJobsParams(limit=10_000))
-    return sorted((r for r in rows if r.job_name == name), key=lambda r: r.scheduled_at)
+    page = await backend.job_page(JobPageParams(job_name=name, limit=10_000))
+    return sorted(page.rows, key=lambda r: r.scheduled_at)
 
 
 async def test_add_get_list_pause_resume_remove() -> None:
@@ -124,7 +124,7 @@ async def test_one_due_time_fires_once_however_many_loops_look_at_it() -> None:
         return None
 
     name = await app.scheduler.add(beat, every=every(10).seconds())
-    loops = [ScheduleRunner(app, scheduler_id=f"s{i}", clock=clock) for i in range(4)]
+    loops = [ScheduleRunner(app.context, scheduler_id=f"s{i}", clock=clock) for i in range(4)]
     for _ in range(5):
         clock.advance(seconds=10)
         await asyncio.gather(*(loop.tick() for loop in loops))
@@ -150,7 +150,7 @@ async def test_catch_up_after_downtime(policy: str, expected: int) -> None:
 
     name = await app.scheduler.add(hourly, every=3600, catch_up=policy, catch_up_limit=5)
     clock.advance(hours=10, minutes=30)  # ten due times missed, none on time
-    await ScheduleRunner(app, scheduler_id="s", clock=clock).tick()
+    await ScheduleRunner(app.context, scheduler_id="s", clock=clock).tick()
     assert len(fired.events) == expected
     assert all(e.catch_up for e in fired.events)
     stored = await app.scheduler.get(name)
@@ -166,7 +166,7 @@ async def test_a_schedule_for_a_job_no_one_has_is_orphaned_and_still_fires() -> 
     assert view["orphaned"] is True
     assert view["registered_here"] is False
     clock.advance(seconds=60)
-    await ScheduleRunner(app, scheduler_id="s", clock=clock).tick()
+    await ScheduleRunner(app.context, scheduler_id="s", clock=clock).tick()
     assert [e.job_name for e in fired.events] == ["billing.removed_job"]
 
 
@@ -249,7 +249,7 @@ async def test_the_leader_prunes_expired_rows_in_batches_and_keeps_the_rest(wait
     await wait_until(lambda: leader.pruned_jobs == 20, timeout=5)
     stopping.set()
     await task
-    left = {row.id for row in await backend.list_jobs(ListJobsParams(limit=100))}
+    left = {row.id for row in (await backend.job_page(JobPageParams(limit=100))).rows}
     expired = {r.job_id for r in results[:20]}
     assert not left & expired
     assert left == set(ids) - expired  # 5 done but not expired, 5 still queued

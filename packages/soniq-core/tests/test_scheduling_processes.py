@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import pytest
 
 from soniq import Soniq
-from soniq.params import GetLeaseParams, ListJobsParams
+from soniq.params import GetLeaseParams, JobPageParams
 
 T = TypeVar("T")
 
@@ -154,8 +154,8 @@ class Fleet:
     def due_times(self, job_name: str) -> list[datetime]:
         async def body(app: Soniq) -> list[datetime]:
             backend = await app.connected_backend()
-            rows = await backend.list_jobs(ListJobsParams(limit=100_000))
-            return sorted(r.scheduled_at for r in rows if r.job_name == job_name)
+            page = await backend.job_page(JobPageParams(job_name=job_name, limit=100_000))
+            return sorted(r.scheduled_at for r in page.rows)
 
         result: list[datetime] = self.run(body)
         return result

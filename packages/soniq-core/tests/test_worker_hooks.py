@@ -70,7 +70,8 @@ async def test_started_carries_the_app_and_the_worker_s_own_sweep_is_reported(
         worker.stop()
         await asyncio.wait_for(task, 10)
     (started,) = hooks.started
-    assert started.app is app
+    assert started.reads is app
+    assert started.settings is app.settings
     assert started.worker_id == worker.worker_id
     assert started.queues == ("default",)
     assert started.concurrency == worker.concurrency

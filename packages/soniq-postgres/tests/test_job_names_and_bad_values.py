@@ -15,18 +15,19 @@ from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     GetDeadLetterParams,
     GetJobParams,
+    JobPageParams,
     JobResult,
-    ListDeadLetterParams,
-    ListJobsParams,
     QueueStatsParams,
     RegisterWorkerParams,
 )
 from soniq.records import JobStatus, NewJob, WorkerInfo
 from soniq_postgres import PostgresBackend
+from soniq_postgres.queries import JOB_COLUMNS_NO_RESULT
 
 JobFactory = Callable[..., NewJob]
 DEEP = "[" * 5000 + "]" * 5000
@@ -132,11 +133,11 @@ async def test_listings_leave_results_out_unless_asked(backend: PostgresBackend,
     await backend.claim_jobs(_claim())
     await backend.complete_jobs(CompleteJobsParams("w1", [JobResult(job.id, {"big": "x" * 1000})]))
 
-    (plain,) = await backend.list_jobs(ListJobsParams())
-    (full,) = await backend.list_jobs(ListJobsParams(include_results=True))
+    (plain,) = (await backend.job_page(JobPageParams())).rows
+    (full,) = (await backend.job_page(JobPageParams(include_results=True))).rows
     assert plain.result is None
     assert full.result == {"big": "x" * 1000}
-    assert "result::text" not in backend._queries.list_jobs(by_queue=False, by_status=False, with_results=False)
+    assert "result::text" not in JOB_COLUMNS_NO_RESULT  # the columns job_page reads without results
 
 
 @pytest.mark.asyncio
@@ -149,7 +150,7 @@ async def test_a_corrupt_row_never_fails_the_claim_or_the_listings(
     await backend.enqueue_jobs(EnqueueJobsParams(jobs=[good, bad]))
     await raw.execute(f'UPDATE "{namespace}".soniq_jobs SET args = $1::json WHERE id = $2', text, bad.id)
 
-    listed = {r.id: r for r in await backend.list_jobs(ListJobsParams())}
+    listed = {r.id: r for r in (await backend.job_page(JobPageParams())).rows}
     assert listed[good.id].decode_error is None
     assert listed[bad.id].args == {}
     assert complaint in (listed[bad.id].decode_error or "")
@@ -159,7 +160,7 @@ async def test_a_corrupt_row_never_fails_the_claim_or_the_listings(
     assert complaint in (claimed[bad.id].decode_error or "")
 
     await backend.dead_letter_job(DeadLetterJobParams(bad.id, "w1", "corrupt", "corrupt_row"))
-    (dead,) = await backend.list_dead_letter(ListDeadLetterParams())
+    (dead,) = (await backend.dead_letter_page(DeadLetterPageParams())).rows
     assert dead.args == {}
     assert complaint in (dead.decode_error or "")
 

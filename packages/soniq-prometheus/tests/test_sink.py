@@ -227,7 +227,7 @@ async def test_a_store_that_fails_keeps_the_last_values_and_says_so(monkeypatch:
     async def unreachable(**kwargs: Any) -> None:
         raise ConnectionError("store down")
 
-    monkeypatch.setattr(app.backend, "queue_stats", unreachable)
+    monkeypatch.setattr(app.backend, "list_workers", unreachable)  # the first read of every refresh
     bad = await loop.run_in_executor(None, read_registry, sink.registry)
     assert value(bad, "soniq_queue_gauges_up") == 0
     assert value(bad, "soniq_queue_jobs", queue="default", state="queued") == 1

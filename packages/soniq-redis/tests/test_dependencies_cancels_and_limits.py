@@ -21,9 +21,9 @@ from soniq.params import (
     FinishCancelParams,
     GetJobParams,
     GroupLimit,
+    JobPageParams,
     JobResult,
     LimitScope,
-    ListJobsParams,
     RequestCancelParams,
     WaitForJobChangesParams,
     WatchJobsParams,
@@ -191,7 +191,7 @@ async def test_rows_claimed_without_limits_after_a_job_limit_was_registered_coun
     assert await client.scard(backend.keys.key("pj:tests.job")) == 2
 
     assert await _claim(backend, limits=[limit]) == []
-    done, running = await backend.list_jobs(ListJobsParams(status=JobStatus.PROCESSING))
+    done, running = (await backend.job_page(JobPageParams(statuses=[JobStatus.PROCESSING]))).rows
     await _complete(backend, done, worker="plain")
     [taken] = await _claim(backend, limits=[limit])
     # The finished row left the set when the limited claim read it; the new one joined.

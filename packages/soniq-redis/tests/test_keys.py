@@ -15,11 +15,11 @@ from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     GetJobParams,
+    JobPageParams,
     JobResult,
-    ListDeadLetterParams,
-    ListJobsParams,
     NackJobParams,
     QueueStatsParams,
     RegisterWorkerParams,
@@ -135,7 +135,7 @@ async def test_awkward_strings_round_trip(backend: RedisBackend, make_job: Any, 
     assert row is not None
     assert (row.queue, row.job_name, dict(row.args)) == (text, text, args)
     assert row.trace_context == {text: text}
-    assert [r.id for r in await backend.list_jobs(ListJobsParams(queue=text))] == [job.id]
+    assert [r.id for r in (await backend.job_page(JobPageParams(queues=[text]))).rows] == [job.id]
     assert (await backend.queue_stats(QueueStatsParams(queue=text))).queued == 1
 
     [claimed] = await backend.claim_jobs(ClaimJobsParams(worker_id=text, queues=[text], limit=5, mark_started=True))
@@ -143,7 +143,7 @@ async def test_awkward_strings_round_trip(backend: RedisBackend, make_job: Any, 
     assert await backend.dead_letter_job(
         DeadLetterJobParams(job_id=job.id, worker_id=text, error=text, reason=DeadLetterReason.MAX_ATTEMPTS.value)
     )
-    [dead] = await backend.list_dead_letter(ListDeadLetterParams(queue=text))
+    [dead] = (await backend.dead_letter_page(DeadLetterPageParams(queues=[text]))).rows
     assert (dead.id, dead.queue, dead.job_name, dict(dead.args), dead.last_error) == (job.id, text, text, args, text)
 
     replay_id = text + "-replayed"
@@ -195,9 +195,8 @@ async def test_complete_jobs_writes_only_the_rows_the_worker_still_owns(backend:
     await backend.enqueue_jobs(EnqueueJobsParams(jobs=[mine, lost, other]))
     await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=None, limit=2, mark_started=True))
     await backend.claim_jobs(ClaimJobsParams(worker_id="x", queues=None, limit=1, mark_started=True))
-    claimed_by_w = {
-        row.id for row in await backend.list_jobs(ListJobsParams(status=JobStatus.PROCESSING)) if row.worker_id == "w"
-    }
+    processing = await backend.job_page(JobPageParams(statuses=[JobStatus.PROCESSING]))
+    claimed_by_w = {row.id for row in processing.rows if row.worker_id == "w"}
     first, second = sorted(claimed_by_w)
     assert await backend.nack_job(NackJobParams(job_id=second, worker_id="w"))
     not_w = ({mine.id, lost.id, other.id} - claimed_by_w).pop()

@@ -11,7 +11,7 @@ from soniq.params import (
     ClaimJobsParams,
     EnqueueJobsParams,
     GetJobParams,
-    ListJobsParams,
+    JobPageParams,
     QueueStatsParams,
     RegisterWorkerParams,
 )
@@ -46,7 +46,8 @@ async def test_completing_with_a_fifth_status_is_refused_and_writes_nothing(
 
     assert await backend.get_job(GetJobParams(job_id=job.id)) == claimed
     assert (await backend.queue_stats(QueueStatsParams())).processing == 1
-    assert [row.id for row in await backend.list_jobs(ListJobsParams(status=JobStatus.PROCESSING))] == [job.id]
+    processing = await backend.job_page(JobPageParams(statuses=[JobStatus.PROCESSING]))
+    assert [row.id for row in processing.rows] == [job.id]
 
 
 @pytest.mark.parametrize("bad", ["failed", "", "QUEUED", "queued "])

@@ -15,13 +15,13 @@ from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
     GetDeadLetterParams,
     GetJobParams,
+    JobPageParams,
     JobResult,
-    ListDeadLetterParams,
-    ListJobsParams,
     RegisterWorkerParams,
 )
 from soniq.records import JobStatus, NewJob, WorkerInfo
@@ -149,8 +149,8 @@ async def test_listings_leave_results_out_unless_asked(
         return await fetchall(sql, parameters)  # type: ignore[arg-type]
 
     monkeypatch.setattr(backend._db, "fetchall", recording)
-    (plain,) = await backend.list_jobs(ListJobsParams())
-    (full,) = await backend.list_jobs(ListJobsParams(include_results=True))
+    (plain,) = (await backend.job_page(JobPageParams())).rows
+    (full,) = (await backend.job_page(JobPageParams(include_results=True))).rows
 
     assert plain.result is None
     assert full.result == {"big": "x" * 1000}
@@ -171,7 +171,7 @@ async def test_a_corrupt_row_never_fails_the_claim_or_the_listings(
     await backend.enqueue_jobs(EnqueueJobsParams(jobs=[good, bad]))
     await _corrupt(raw, "soniq_jobs", bad.id, text)
 
-    listed = {r.id: r for r in await backend.list_jobs(ListJobsParams())}
+    listed = {r.id: r for r in (await backend.job_page(JobPageParams())).rows}
     assert listed[good.id].decode_error is None
     assert listed[bad.id].args == {}
     assert complaint in (listed[bad.id].decode_error or "")
@@ -185,7 +185,7 @@ async def test_a_corrupt_row_never_fails_the_claim_or_the_listings(
     assert complaint in (claimed[bad.id].decode_error or "")
 
     await backend.dead_letter_job(DeadLetterJobParams(bad.id, "w1", "corrupt", "corrupt_row"))
-    (dead,) = await backend.list_dead_letter(ListDeadLetterParams())
+    (dead,) = (await backend.dead_letter_page(DeadLetterPageParams())).rows
     assert dead.id == bad.id
     assert dead.args == {}
     assert complaint in (dead.decode_error or "")
@@ -201,7 +201,7 @@ async def test_a_corrupt_result_is_reported_not_raised(
     await backend.enqueue_jobs(EnqueueJobsParams(jobs=[job]))
     raw.execute("UPDATE soniq_jobs SET status = 'done', result = '{oops' WHERE id = ?", (job.id,))
 
-    (listed,) = await backend.list_jobs(ListJobsParams(include_results=True))
+    (listed,) = (await backend.job_page(JobPageParams(include_results=True))).rows
     assert listed.status is JobStatus.DONE
     assert listed.result is None
     assert "result: invalid JSON" in (listed.decode_error or "")

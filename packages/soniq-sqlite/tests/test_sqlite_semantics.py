@@ -12,11 +12,11 @@ import pytest
 from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
+    DeadLetterPageParams,
     EnqueueJobsParams,
     FindStaleJobsParams,
     GetJobParams,
     JobResult,
-    ListDeadLetterParams,
     NackJobParams,
     QueueStatsParams,
     RegisterWorkerParams,
@@ -140,7 +140,7 @@ async def test_a_rescue_batch_is_one_transaction(
     assert raw.execute("SELECT COUNT(*) FROM soniq_dead_letter_jobs").fetchone() == (0,)
     raw.execute("DROP TRIGGER refuse_dead_letter")
     assert await backend.rescue_jobs(RescueJobsParams(rescues=rescues)) == {job.id for job in jobs}
-    dead = await backend.list_dead_letter(ListDeadLetterParams())
+    dead = (await backend.dead_letter_page(DeadLetterPageParams())).rows
     assert {(row.dead_letter_reason, row.attempts, row.last_error) for row in dead} == {
         ("zombie", 1, lost_worker_error("old", 5))
     }

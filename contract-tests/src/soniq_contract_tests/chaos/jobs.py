@@ -134,9 +134,8 @@ if os.environ.get("SONIQ_CHAOS_URL"):
 async def stored_job(app: Soniq, job_id: str) -> dict[str, Any] | None:
     """The job's row in the jobs table only: `app.get_job` also answers for a dead-lettered job,
     and the verdict must tell a job row from a dead-letter row."""
-    from soniq.app import job_dict
-    from soniq.params import GetJobParams
+    from soniq.backend import GetJobParams
 
     backend = await app.connected_backend()
     row = await backend.get_job(GetJobParams(job_id=job_id))
-    return job_dict(row) if row is not None else None
+    return row.to_dict() if row is not None else None

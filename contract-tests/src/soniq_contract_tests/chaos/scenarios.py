@@ -217,7 +217,7 @@ def check_bad_handlers(space: Namespace) -> None:
     assert space.runs("S", "late") == [worker.popen.pid]
     worker.signal(signal.SIGTERM)
     assert worker.wait_exit(15) == 0
-    # Each failed job's own traceback is logged (issue 21.6); nothing of the worker's own may be.
+    # Each failed job's own traceback is logged; nothing of the worker's own may be.
     log = worker.log()
     assert "internal error" not in log
     assert "never retrieved" not in log

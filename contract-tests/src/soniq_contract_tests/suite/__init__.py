@@ -42,22 +42,22 @@ from soniq_contract_tests.selection import (
     not_declared_reason,
     roles_for_test,
 )
-from soniq_contract_tests.suite.cancel_running import CancelRunningContract  # issue 19
+from soniq_contract_tests.suite.cancel_running import CancelRunningContract
 from soniq_contract_tests.suite.claim import ClaimContract
 from soniq_contract_tests.suite.corrupt_rows import CorruptRowContract
 from soniq_contract_tests.suite.dead_letter import DeadLetterContract
 from soniq_contract_tests.suite.dead_letter_bulk import DeadLetterBulkContract
 from soniq_contract_tests.suite.dedup import DedupContract
-from soniq_contract_tests.suite.dependencies import DependencyContract  # issue 19
+from soniq_contract_tests.suite.dependencies import DependencyContract
 from soniq_contract_tests.suite.enqueue import EnqueueContract
 from soniq_contract_tests.suite.error_text import ErrorTextContract
 from soniq_contract_tests.suite.expire_unknown import ExpireUnknownJobsContract
 from soniq_contract_tests.suite.fencing import FencingContract
-from soniq_contract_tests.suite.fleet_processes import FleetProcessContract  # issue 19
-from soniq_contract_tests.suite.job_changes import JobChangesContract  # issue 19
+from soniq_contract_tests.suite.fleet_processes import FleetProcessContract
+from soniq_contract_tests.suite.job_changes import JobChangesContract
 from soniq_contract_tests.suite.job_names import JobNamesContract
 from soniq_contract_tests.suite.leases import LeaseContract
-from soniq_contract_tests.suite.limits import LimitContract  # issue 19
+from soniq_contract_tests.suite.limits import LimitContract
 from soniq_contract_tests.suite.nack import NackContract
 from soniq_contract_tests.suite.pruning import PruningContract
 from soniq_contract_tests.suite.read_bounds import ReadBoundsContract
@@ -68,8 +68,8 @@ from soniq_contract_tests.suite.retention import RetentionContract
 from soniq_contract_tests.suite.rolling_deploy import RollingDeployContract
 from soniq_contract_tests.suite.schedules import ScheduleContract
 from soniq_contract_tests.suite.scheduling import SchedulingContract
-from soniq_contract_tests.suite.schema_setup import SchemaSetupContract  # issue 13
-from soniq_contract_tests.suite.schema_status import SchemaStatusContract  # compat-surface
+from soniq_contract_tests.suite.schema_setup import SchemaSetupContract
+from soniq_contract_tests.suite.schema_status import SchemaStatusContract
 from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
 from soniq_contract_tests.suite.status_rule import StatusRuleContract
@@ -103,17 +103,16 @@ class BackendContractSuite(
     WorkerProcessContract,
     ReadsContract,
     RollingDeployContract,
-    SchemaStatusContract,  # compat-surface
-    # issue 12 (compat-store)
+    SchemaStatusContract,
     DedupContract,
     RetentionContract,
     DeadLetterBulkContract,
-    # -- schedules, leader lease, pruning (issue 14)
+    # -- schedules, leader lease, pruning
     ScheduleContract,
     LeaseContract,
     PruningContract,
-    SchemaSetupContract,  # issue 13
-    # -- protocol 4 (issue 19): dependencies, limits, cancelling running jobs, waiting for jobs
+    SchemaSetupContract,
+    # -- dependencies, limits, cancelling running jobs, waiting for jobs
     DependencyContract,
     LimitContract,
     CancelRunningContract,

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from soniq.params import ClaimJobsParams
+from soniq.backend import ClaimJobsParams
 from soniq_contract_tests.harness import BackendFactory
 
 CHILD_DEADLINE_SECONDS = 60.0

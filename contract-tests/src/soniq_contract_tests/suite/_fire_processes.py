@@ -19,9 +19,7 @@ from typing import Any
 
 import pytest
 
-from soniq.backend import Backend
-from soniq.params import FireScheduleParams, GetScheduleParams
-from soniq.records import NewJob
+from soniq.backend import Backend, FireScheduleParams, GetScheduleParams, NewJob
 from soniq_contract_tests.harness import BackendFactory, utc_now
 
 CHILD_DEADLINE_SECONDS = 60.0

@@ -1,4 +1,4 @@
-"""Helpers of the fleet scenarios (issue 19): several `soniq worker` processes started at once,
+"""Helpers of the fleet scenarios: several `soniq worker` processes started at once,
 and the arithmetic the assertions read (overlapping runs, starts per rate window, the order of a
 dependency graph). Every wait is on a condition with a deadline.
 """

@@ -1,4 +1,4 @@
-"""Cancelling a job whatever its status (protocol 4): `request_cancel`, `cancel_requests`, `finish_cancel`.
+"""Cancelling a job whatever its status: `request_cancel`, `cancel_requests`, `finish_cancel`.
 
 A queued row is cancelled at once; a running row only gets `cancel_requested`,
 which its owner reads through `cancel_requests` and ends with the fenced
@@ -11,19 +11,21 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
+    CancelOutcome,
     CancelRequestsParams,
     ClaimJobsParams,
     DeadLetterJobParams,
     EnqueueJobsParams,
     FinishCancelParams,
     GetDeadLetterParams,
+    JobRecord,
+    JobStatus,
     NackJobParams,
     RequestCancelParams,
     RetryJobParams,
 )
-from soniq.records import CancelOutcome, JobRecord, JobStatus
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
     ContractHarness,

@@ -6,9 +6,7 @@ import asyncio
 import contextlib
 from datetime import timedelta
 
-from soniq.backend import Backend
-from soniq.params import CancelJobParams, ClaimJobsParams, EnqueueJobsParams, QueueStatsParams
-from soniq.records import JobStatus
+from soniq.backend import Backend, CancelJobParams, ClaimJobsParams, EnqueueJobsParams, JobStatus, QueueStatsParams
 from soniq_contract_tests.harness import (
     BackendFactory,
     ContractHarness,

@@ -28,16 +28,17 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     ClaimJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
+    DeadLetterReason,
     EnqueueJobsParams,
     GetDeadLetterParams,
-    ListDeadLetterParams,
-    ListJobsParams,
+    JobPageParams,
+    JobStatus,
 )
-from soniq.records import DeadLetterReason, JobStatus
 from soniq_contract_tests.backend_fixtures import ContractFixtures, CorruptRowWriter, fixtures_for_class
 from soniq_contract_tests.harness import (
     BackendFactory,
@@ -108,7 +109,7 @@ class _WritersByScheme(Mapping[str, Callable[[UrlBackendFactory], CorruptRowWrit
         scheme = scheme.lower()
         if scheme in _by_scheme:
             return _by_scheme[scheme]
-        from soniq.discovery import backend_class_for
+        from soniq.backend import backend_class_for
 
         try:
             backend_class = backend_class_for(f"{scheme}://")
@@ -120,7 +121,7 @@ class _WritersByScheme(Mapping[str, Callable[[UrlBackendFactory], CorruptRowWrit
         return lambda factory: writer
 
     def __iter__(self) -> Iterator[str]:
-        from soniq.discovery import installed_schemes
+        from soniq.backend import installed_schemes
 
         return iter(sorted(scheme for scheme in {*_by_scheme, *installed_schemes()} if scheme in self))
 
@@ -201,8 +202,8 @@ class CorruptRowContract:
             assert fetched.decode_error
             assert dict(fetched.args) == {}
             for include_results in (False, True):
-                listed = await backend.list_jobs(ListJobsParams(include_results=include_results))
-                by_id = {row.id: row for row in listed}
+                listed = await backend.job_page(JobPageParams(include_results=include_results))
+                by_id = {row.id: row for row in listed.rows}
                 assert sorted(by_id) == sorted([bad, *good])
                 assert by_id[bad].decode_error
                 assert all(by_id[job_id].decode_error is None for job_id in good)
@@ -225,7 +226,7 @@ class CorruptRowContract:
                         job_id=job_id, worker_id="w1", error="decode failed", reason=DeadLetterReason.CORRUPT_ROW.value
                     )
                 )
-            listed = {row.id: row for row in await backend.list_dead_letter(ListDeadLetterParams())}
+            listed = {row.id: row for row in (await backend.dead_letter_page(DeadLetterPageParams())).rows}
             assert sorted(listed) == sorted([bad, *good])
             assert listed[bad].decode_error
             assert dict(listed[bad].args) == {}

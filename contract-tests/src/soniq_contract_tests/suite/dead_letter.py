@@ -6,18 +6,20 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq import Soniq
+from soniq.backend import (
+    Backend,
     ClaimJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
     GetDeadLetterParams,
     GetJobParams,
-    ListDeadLetterParams,
+    JobRecord,
+    JobStatus,
     PurgeDeadLetterParams,
     QueueStatsParams,
     ReplayDeadLetterParams,
 )
-from soniq.records import JobRecord, JobStatus
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
     ContractHarness,
@@ -132,7 +134,7 @@ class DeadLetterContract:
             original = await _dead_lettered(backend)
             assert await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=original.id)) is True
             assert await backend.get_dead_letter(GetDeadLetterParams(job_id=original.id)) is None
-            assert await backend.list_dead_letter(ListDeadLetterParams()) == []
+            assert (await backend.dead_letter_page(DeadLetterPageParams())).rows == []
             assert await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=original.id)) is False
             assert (
                 await backend.replay_dead_letter(
@@ -145,21 +147,26 @@ class DeadLetterContract:
         async with contract.backend() as backend:
             kept = await _dead_lettered(backend)
             assert await backend.purge_dead_letter(PurgeDeadLetterParams(job_id=MISSING_JOB_ID)) is False
-            assert [row.id for row in await backend.list_dead_letter(ListDeadLetterParams())] == [kept.id]
+            assert [row.id for row in (await backend.dead_letter_page(DeadLetterPageParams())).rows] == [kept.id]
 
-    async def test_list_dead_letter_filters_by_queue_most_recent_first(self, contract: ContractHarness) -> None:
+    async def test_dead_letter_listing_filters_by_queue_most_recent_first(self, contract: ContractHarness) -> None:
+        """`dead_letter_page` by queue, newest ``(moved_to_dead_letter_at, id)`` first, and
+        ``app.dead_letter.list``'s offset pages, which core serves from it, in the same order."""
         async with contract.backend() as backend:
             moved = [await _dead_lettered(backend, queue=queue) for queue in ("a", "b", "a", "a")]
-            all_rows = await backend.list_dead_letter(ListDeadLetterParams())
+            all_rows = (await backend.dead_letter_page(DeadLetterPageParams())).rows
             assert sorted(row.id for row in all_rows) == sorted(row.id for row in moved)
-            times = [row.moved_to_dead_letter_at for row in all_rows]
-            assert times == sorted(times, reverse=True)
-            in_a = await backend.list_dead_letter(ListDeadLetterParams(queue="a"))
+            keys = [(row.moved_to_dead_letter_at, row.id) for row in all_rows]
+            assert keys == sorted(keys, reverse=True)
+            in_a = (await backend.dead_letter_page(DeadLetterPageParams(queues=["a"]))).rows
             assert sorted(row.id for row in in_a) == sorted(row.id for row in moved if row.queue == "a")
-            page_one = await backend.list_dead_letter(ListDeadLetterParams(queue="a", limit=2, offset=0))
-            page_two = await backend.list_dead_letter(ListDeadLetterParams(queue="a", limit=2, offset=2))
+            app = Soniq(backend=backend, observers="")  # the harness closes the backend
+            await app.connect()
+            page_one = await app.dead_letter.list("a", limit=2, offset=0)
+            page_two = await app.dead_letter.list("a", limit=2, offset=2)
             assert (len(page_one), len(page_two)) == (2, 1)
-            assert {row.id for row in page_one + page_two} == {row.id for row in in_a}
+            assert [row["id"] for row in page_one + page_two] == [row.id for row in in_a]
+            assert await app.dead_letter.list("a", offset=3) == []
 
     async def test_get_dead_letter_of_a_missing_id_returns_none(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:

@@ -1,22 +1,24 @@
-"""Dead-letter filters, bulk delete, stats and replay overrides (issue 12)."""
+"""Dead-letter filters, bulk delete, stats and replay overrides."""
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     DeadLetterFilter,
     DeadLetterJobParams,
+    DeadLetterPageParams,
+    DeadLetterRecord,
     DeadLetterStatsParams,
     DeleteDeadLettersParams,
     GetDeadLetterParams,
-    ListDeadLetterParams,
+    JobStatus,
     ReplayDeadLetterParams,
 )
-from soniq.records import DeadLetterRecord, JobStatus
 from soniq_contract_tests.harness import ContractHarness, enqueue_and_claim, must_get, utc_now
 
 
@@ -38,7 +40,7 @@ async def _replay(backend: Backend, job_id: str, **overrides: Any) -> str:
     return new_id
 
 
-def _ids(rows: list[DeadLetterRecord]) -> set[str]:
+def _ids(rows: Sequence[DeadLetterRecord]) -> set[str]:
     return {row.id for row in rows}
 
 
@@ -51,8 +53,10 @@ class DeadLetterBulkContract:
             await _replay(backend, other.id)
 
             async def listed(**fields: Any) -> set[str]:
-                params = ListDeadLetterParams(filter=DeadLetterFilter(**fields), limit=100)
-                return _ids(await backend.list_dead_letter(params))
+                wanted = DeadLetterPageParams(filter=DeadLetterFilter(**fields), limit=100)
+                page = await backend.dead_letter_page(wanted)
+                assert page.next_cursor is None
+                return _ids(page.rows)
 
             assert await listed() == {mail.id, bill.id, other.id}
             assert await listed(job_names=["mail.send"]) == {mail.id, other.id}
@@ -65,10 +69,30 @@ class DeadLetterBulkContract:
             assert await listed(moved_to=utc_now() - timedelta(hours=1)) == set()
             window = await listed(moved_from=mail.moved_to_dead_letter_at, moved_to=other.moved_to_dead_letter_at)
             assert window == {mail.id, bill.id, other.id}
-            page = await backend.list_dead_letter(
-                ListDeadLetterParams(filter=DeadLetterFilter(job_names=["mail.send"]), limit=1, offset=1)
+            mail_only = DeadLetterFilter(job_names=["mail.send"])
+            first = await backend.dead_letter_page(DeadLetterPageParams(filter=mail_only, limit=1))
+            assert _ids(first.rows) == {other.id}  # newest first
+            assert first.next_cursor is not None
+            second = await backend.dead_letter_page(
+                DeadLetterPageParams(filter=mail_only, limit=1, before=first.next_cursor)
             )
-            assert _ids(page) == {mail.id}  # newest first: `other` is on the first page
+            assert (_ids(second.rows), second.next_cursor) == ({mail.id}, None)
+            # The page's own fields and the filter both apply.
+            apart = await backend.dead_letter_page(
+                DeadLetterPageParams(queues=["mail-dl"], filter=DeadLetterFilter(queues=["bill-dl"]))
+            )
+            assert apart.rows == []
+            narrowed = await backend.dead_letter_page(
+                DeadLetterPageParams(queues=["mail-dl", "bill-dl"], filter=DeadLetterFilter(queues=["bill-dl"]))
+            )
+            assert _ids(narrowed.rows) == {bill.id, other.id}
+            never_replayed = await backend.dead_letter_page(
+                DeadLetterPageParams(job_name_prefix="mail.", filter=DeadLetterFilter(resurrected=False))
+            )
+            assert _ids(never_replayed.rows) == {mail.id}
+            span = DeadLetterFilter(moved_from=mail.moved_to_dead_letter_at, moved_to=other.moved_to_dead_letter_at)
+            in_window = await backend.dead_letter_page(DeadLetterPageParams(filter=span, before=first.next_cursor))
+            assert _ids(in_window.rows) == {mail.id, bill.id}  # below `other`, within the window
 
     async def test_bulk_delete_takes_bounded_batches_oldest_first(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:
@@ -80,8 +104,8 @@ class DeadLetterBulkContract:
             rest = await backend.delete_dead_letters(DeleteDeadLettersParams(filter=wanted, limit=10))
             assert rest == {row.id for row in rows[2:]}
             assert await backend.delete_dead_letters(DeleteDeadLettersParams(filter=wanted, limit=10)) == set()
-            left = await backend.list_dead_letter(ListDeadLetterParams(queue="bulk-dl"))
-            assert _ids(left) == {keep.id}
+            left = await backend.dead_letter_page(DeadLetterPageParams(queues=["bulk-dl"]))
+            assert _ids(left.rows) == {keep.id}
 
     async def test_stats_count_the_matching_rows(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend:

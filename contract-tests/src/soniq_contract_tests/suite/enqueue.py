@@ -7,17 +7,18 @@ from datetime import timedelta
 
 import pytest
 
-from soniq.params import (
+from soniq import Soniq
+from soniq.backend import (
     ClaimJobsParams,
     DeadLetterJobParams,
     EnqueueJobsParams,
     GetDeadLetterParams,
     GetJobParams,
-    ListJobsParams,
+    JobPageParams,
+    JobStatus,
     QueueStatsParams,
     RetryJobParams,
 )
-from soniq.records import JobStatus
 from soniq_contract_tests.harness import (
     ContractHarness,
     assert_between,
@@ -121,24 +122,28 @@ class EnqueueContract:
             assert await backend.get_job(GetJobParams(job_id=str(uuid.uuid4()))) is None
 
     async def test_list_jobs_filters_and_pages_newest_first(self, contract: ContractHarness) -> None:
+        """`job_page` by queue and status, newest ``(created_at, id)`` first, and ``app.list_jobs``'s
+        offset pages, which core serves from it, in the same order."""
         async with contract.backend() as backend:
             claimed = await enqueue_and_claim(backend, worker_id="w1", queue="a")
             rows = [await enqueue(backend, queue=queue) for queue in ("a", "b", "a", "a", "b")]
-            everything = await backend.list_jobs(ListJobsParams())
+            everything = (await backend.job_page(JobPageParams())).rows
             assert sorted(row.id for row in everything) == sorted([*(row.id for row in rows), claimed.id])
             for listed in everything:
                 assert_utc(listed.created_at, "created_at")
-            created = [row.created_at for row in everything]
-            assert created == sorted(created, reverse=True)
-            queued_in_a = await backend.list_jobs(ListJobsParams(queue="a", status=JobStatus.QUEUED))
-            assert sorted(row.id for row in queued_in_a) == sorted(row.id for row in rows if row.queue == "a")
-            first = await backend.list_jobs(ListJobsParams(queue="a", limit=2, offset=0))
-            second = await backend.list_jobs(ListJobsParams(queue="a", limit=2, offset=2))
-            assert (len(first), len(second)) == (2, 2)
-            assert {row.id for row in first} | {row.id for row in second} == {
-                row.id for row in rows if row.queue == "a"
-            } | {claimed.id}
-            assert await backend.list_jobs(ListJobsParams(queue="a", offset=10)) == []
+            keys = [(row.created_at, row.id) for row in everything]
+            assert keys == sorted(keys, reverse=True)
+            queued_in_a = await backend.job_page(JobPageParams(queues=["a"], statuses=[JobStatus.QUEUED]))
+            assert sorted(row.id for row in queued_in_a.rows) == sorted(row.id for row in rows if row.queue == "a")
+            app = Soniq(backend=backend, observers="")  # the harness closes the backend
+            await app.connect()
+            in_a = [row.id for row in everything if row.queue == "a"]
+            first = await app.list_jobs(queue="a", limit=2, offset=0)
+            second = await app.list_jobs(queue="a", limit=2, offset=2)
+            assert [row["id"] for row in first + second] == in_a
+            assert await app.list_jobs(queue="a", offset=10) == []
+            queued = await app.list_jobs(queue="a", status="queued", limit=1, offset=1)
+            assert [row["id"] for row in queued] == [row.id for row in queued_in_a.rows][1:2]
 
     @pytest.mark.parametrize("text", AWKWARD_TEXT, ids=range(len(AWKWARD_TEXT)))
     async def test_awkward_text_round_trips_in_queue_job_name_and_args(
@@ -148,7 +153,7 @@ class EnqueueContract:
             args = {text: text, "list": [text, 1], "nested": {"value": text}}
             row = await enqueue(backend, queue=text, job_name=text, args=args)
             assert (row.queue, row.job_name, dict(row.args)) == (text, text, args)
-            assert [r.id for r in await backend.list_jobs(ListJobsParams(queue=text))] == [row.id]
+            assert [r.id for r in (await backend.job_page(JobPageParams(queues=[text]))).rows] == [row.id]
             assert (await backend.queue_stats(QueueStatsParams(queue=text))).queued == 1
             claimed = await backend.claim_jobs(
                 ClaimJobsParams(worker_id=text, queues=[text], limit=5, mark_started=False)

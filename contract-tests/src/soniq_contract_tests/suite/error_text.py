@@ -10,16 +10,17 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     ClaimJobsParams,
     DeadLetterJobParams,
+    DeadLetterPageParams,
+    DeadLetterRecord,
     GetDeadLetterParams,
-    ListDeadLetterParams,
-    ListJobsParams,
+    JobPageParams,
+    JobRecord,
     RetryJobParams,
 )
-from soniq.records import DeadLetterRecord, JobRecord
 from soniq_contract_tests.harness import ContractHarness, enqueue_and_claim, must_get, utc_now
 from soniq_contract_tests.process_harness import Scenario, wait_for
 from soniq_contract_tests.suite.worker_processes import worker_process
@@ -49,15 +50,16 @@ def _due() -> datetime:
 
 
 async def _list_row(backend: Backend, row: JobRecord) -> JobRecord:
-    rows = await backend.list_jobs(ListJobsParams(queue=row.queue, limit=10))
-    [listed] = [r for r in rows if r.id == row.id]
+    page = await backend.job_page(JobPageParams(queues=[row.queue], search=row.id, limit=10))
+    [listed] = [r for r in page.rows if r.id == row.id]
     return listed
 
 
 async def _dead_row(backend: Backend, job_id: str, queue: str) -> tuple[DeadLetterRecord, DeadLetterRecord]:
     got = await backend.get_dead_letter(GetDeadLetterParams(job_id=job_id))
     assert got is not None
-    [listed] = [r for r in await backend.list_dead_letter(ListDeadLetterParams(queue=queue)) if r.id == job_id]
+    page = await backend.dead_letter_page(DeadLetterPageParams(queues=[queue], search=job_id, limit=10))
+    [listed] = [r for r in page.rows if r.id == job_id]
     return got, listed
 
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 import asyncio
 import time
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     CancelJobParams,
+    DeadLetterReason,
     ExpireUnknownJobsParams,
     GetDeadLetterParams,
     GetJobParams,
+    JobRecord,
+    JobStatus,
 )
-from soniq.records import DeadLetterReason, JobRecord, JobStatus
 from soniq_contract_tests.harness import (
     ContractHarness,
     complete_one,

@@ -7,18 +7,18 @@ from datetime import timedelta
 
 import pytest
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     ClaimJobsParams,
     DeadLetterJobParams,
     GetDeadLetterParams,
     GetJobParams,
+    JobStatus,
     NackJobParams,
     QueueStatsParams,
     RetryJobParams,
     SnoozeJobParams,
 )
-from soniq.records import JobStatus
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
     ContractHarness,

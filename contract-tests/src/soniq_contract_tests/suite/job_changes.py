@@ -1,4 +1,4 @@
-"""Waiting for jobs (protocol 4): `watch_jobs` and `wait_for_job_changes`.
+"""Waiting for jobs: `watch_jobs` and `wait_for_job_changes`.
 
 Every backend returns from `wait_for_job_changes` by its timeout, with None or
 the ids among those asked about that it knows changed. A backend that declares
@@ -16,20 +16,21 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import pytest
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     CancelJobParams,
+    CancelOutcome,
     CompleteJobsParams,
     DeadLetterJobParams,
     DeleteJobParams,
     EnqueueJobsParams,
     FinishCancelParams,
+    JobRecord,
     JobResult,
     RequestCancelParams,
     WaitForJobChangesParams,
     WatchJobsParams,
 )
-from soniq.records import CancelOutcome, JobRecord
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
     ContractHarness,

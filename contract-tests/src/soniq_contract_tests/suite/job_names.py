@@ -6,9 +6,15 @@ are not claimed, not written and spend no attempt, whatever their priority.
 
 from __future__ import annotations
 
-from soniq.backend import Backend
-from soniq.params import ClaimJobsParams, EnqueueJobsParams, RegisterWorkerParams
-from soniq.records import JobRecord, JobStatus, WorkerInfo
+from soniq.backend import (
+    Backend,
+    ClaimJobsParams,
+    EnqueueJobsParams,
+    JobRecord,
+    JobStatus,
+    RegisterWorkerParams,
+    WorkerInfo,
+)
 from soniq_contract_tests.harness import (
     ContractHarness,
     enqueue_with_history,

@@ -6,8 +6,7 @@ import asyncio
 import uuid
 from datetime import timedelta
 
-from soniq.params import AcquireLeaseParams, GetLeaseParams, ReleaseLeaseParams
-from soniq.records import LeaseRecord
+from soniq.backend import AcquireLeaseParams, GetLeaseParams, LeaseRecord, ReleaseLeaseParams
 from soniq_contract_tests.harness import ContractHarness, assert_between, utc_now, wait_until
 from soniq_contract_tests.suite.schedules import FIRERS, firers
 

@@ -1,4 +1,4 @@
-"""Fleet-wide limits inside `claim_jobs` (protocol 4).
+"""Fleet-wide limits inside `claim_jobs`.
 
 A claim with `limits` takes a row only while every limit that matches it holds:
 at most `max_concurrent` `processing` rows of the row's group in the whole store,
@@ -22,17 +22,20 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from soniq.backend import Backend, rules
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     ClaimJobsParams,
     EnqueueJobsParams,
     GroupLimit,
+    JobRecord,
+    JobStatus,
     LimitScope,
     NackJobParams,
+    NewJob,
     RetryJobParams,
     SnoozeJobParams,
+    rules,
 )
-from soniq.records import JobRecord, JobStatus, NewJob
 from soniq_contract_tests.harness import ContractHarness, complete_one, must_get, new_job, unique_queue, utc_now
 
 RACING_INSTANCES = 3

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from soniq.params import CancelJobParams, ClaimJobsParams, GetJobParams, NackJobParams
-from soniq.records import JobStatus
+from soniq.backend import CancelJobParams, ClaimJobsParams, GetJobParams, JobStatus, NackJobParams
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
     ContractHarness,

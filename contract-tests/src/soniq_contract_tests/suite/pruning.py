@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     CompleteJobsParams,
     DeadLetterJobParams,
     GetDeadLetterParams,
     GetJobParams,
+    JobRecord,
     JobResult,
+    JobStatus,
     PruneDeadLettersParams,
     PruneJobsParams,
 )
-from soniq.records import JobRecord, JobStatus
 from soniq_contract_tests.harness import (
     ContractHarness,
     enqueue,

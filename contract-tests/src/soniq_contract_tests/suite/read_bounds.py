@@ -22,18 +22,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from soniq import Soniq
+from soniq import DeadLetterFilter, Soniq
 from soniq.backend import Backend
-from soniq.dead_letter import DeadLetterFilter, DeadLetterNotFoundError
-from soniq.errors import JobNotFoundError, SoniqError
-from soniq.validation import (
-    MAX_FILTER_LIMIT,
-    MAX_OFFSET,
-    MAX_PAGE_LIMIT,
-    JobOptionsError,
-    check_queue_name,
-    storable_text,
-)
+from soniq.backend.bounds import MAX_FILTER_LIMIT, MAX_OFFSET, MAX_PAGE_LIMIT, check_queue_name, storable_text
+from soniq.errors import DeadLetterNotFoundError, JobNotFoundError, JobOptionsError, SoniqError
 from soniq_contract_tests.harness import ContractHarness
 
 EXAMPLES = 12

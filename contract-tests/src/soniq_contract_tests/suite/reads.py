@@ -6,8 +6,8 @@ from __future__ import annotations
 import itertools
 from datetime import timedelta
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     CancelJobParams,
     DeadLetterJobParams,
     DeadLetterPageParams,
@@ -15,11 +15,12 @@ from soniq.params import (
     JobCountsParams,
     JobCursor,
     JobPageParams,
+    JobStatus,
     QueueStatsParams,
     RegisterWorkerParams,
     SetWorkerStatusParams,
+    WorkerStatus,
 )
-from soniq.records import JobStatus, WorkerStatus
 from soniq_contract_tests.harness import (
     ContractHarness,
     complete_one,

@@ -13,21 +13,25 @@ import time
 from dataclasses import replace
 from datetime import timedelta
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     ClaimJobsParams,
     FindStaleJobsParams,
     GetDeadLetterParams,
     GetJobParams,
     HeartbeatParams,
+    JobRecord,
+    JobStatus,
     NackJobParams,
     Rescue,
     RescueAction,
     RescueJobsParams,
     SetWorkerStatusParams,
+    StaleJobPolicy,
+    StaleScan,
+    WorkerStatus,
+    lost_worker_error,
 )
-from soniq.records import JobRecord, JobStatus, StaleJobPolicy, StaleScan, WorkerStatus
-from soniq.rescue import lost_worker_error
 from soniq_contract_tests.harness import (
     ContractHarness,
     assert_between,

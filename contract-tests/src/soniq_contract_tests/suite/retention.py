@@ -1,9 +1,8 @@
-"""Result retention and deleting jobs (issue 12): `result_ttl = 0` and `delete_job`."""
+"""Result retention and deleting jobs: `result_ttl = 0` and `delete_job`."""
 
 from __future__ import annotations
 
-from soniq.params import CompleteJobsParams, DeleteJobParams, GetJobParams, JobResult, QueueStatsParams
-from soniq.records import JobStatus
+from soniq.backend import CompleteJobsParams, DeleteJobParams, GetJobParams, JobResult, JobStatus, QueueStatsParams
 from soniq_contract_tests.harness import MISSING_JOB_ID, ContractHarness, enqueue, enqueue_and_claim, must_get
 
 

@@ -1,6 +1,6 @@
 """A rolling deploy end to end: an old worker without a new job's code beside a new worker that has it.
 
-Real ``soniq worker`` processes on the backend under test (issue 21.1): the
+Real ``soniq worker`` processes on the backend under test: the
 old one is started with ``ct.new_job`` left out of its jobs module (see
 `soniq_contract_tests.worker_jobs`). It must never claim that name, so
 nothing is lost and nothing dead-lettered; when it is stopped mid-job, its

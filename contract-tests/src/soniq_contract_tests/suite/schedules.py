@@ -9,19 +9,21 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import Any
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     DueSchedulesParams,
     FireScheduleParams,
     GetJobParams,
     GetScheduleParams,
-    ListJobsParams,
+    JobPageParams,
+    JobStatus,
     ListSchedulesParams,
+    QueueStatsParams,
     RemoveScheduleParams,
+    ScheduleRecord,
     SetSchedulePausedParams,
     UpsertScheduleParams,
 )
-from soniq.records import JobStatus, ScheduleRecord
 from soniq_contract_tests.harness import ContractHarness, must_get, new_job, unique_queue, utc_now
 from soniq_contract_tests.suite._fire_processes import STEP, fire_until_done, race_in_processes
 
@@ -244,7 +246,7 @@ class ScheduleContract:
             stale = fire_params(row)  # still expects the next_run that has just been fired
             assert await backend.fire_schedule(stale) is None
             assert await backend.get_job(GetJobParams(job_id=stale.jobs[0].id)) is None
-            assert len(await backend.list_jobs(ListJobsParams(queue=row.queue))) == 1
+            assert (await backend.queue_stats(QueueStatsParams(queue=row.queue))).total == 1
             after = await must_get_schedule(backend, row.name)
             assert (after.run_count, after.next_run) == (1, row.next_run + timedelta(minutes=5))
 
@@ -255,7 +257,7 @@ class ScheduleContract:
             assert await backend.fire_schedule(fire_params(row)) is None
             await backend.remove_schedule(RemoveScheduleParams(name=row.name))
             assert await backend.fire_schedule(fire_params(row)) is None
-            assert await backend.list_jobs(ListJobsParams(queue=row.queue)) == []
+            assert (await backend.queue_stats(QueueStatsParams(queue=row.queue))).total == 0
 
     async def test_each_due_time_fires_exactly_once_among_concurrent_firers(self, contract: ContractHarness) -> None:
         async with contract.backend() as backend, firers(contract, backend, FIRERS) as fleet:
@@ -268,8 +270,7 @@ class ScheduleContract:
                 )
                 winners = [ids for ids in outcomes if ids is not None]
                 assert len(winners) == 1, f"due time {due_time}: {len(winners)} of {FIRERS} firers fired"
-            jobs = await backend.list_jobs(ListJobsParams(queue=row.queue, limit=100))
-            assert len(jobs) == 3
+            assert (await backend.queue_stats(QueueStatsParams(queue=row.queue))).total == 3
             after = await must_get_schedule(backend, row.name)
             assert (after.run_count, after.next_run) == (3, row.next_run + timedelta(minutes=15))
 
@@ -289,7 +290,7 @@ class ScheduleContract:
                 won = [due for part in await asyncio.gather(*loops) for due in part]
             expected = [(row.next_run + STEP * n).isoformat() for n in range(DUE_TIMES_RACED)]
             assert sorted(won) == expected, "some due time was fired twice or never"
-            jobs = await backend.list_jobs(ListJobsParams(queue=row.queue, limit=DUE_TIMES_RACED * 2))
-            assert sorted(job.scheduled_at.isoformat() for job in jobs) == expected
+            jobs = await backend.job_page(JobPageParams(queues=[row.queue], limit=DUE_TIMES_RACED * 2))
+            assert sorted(job.scheduled_at.isoformat() for job in jobs.rows) == expected
             after = await must_get_schedule(backend, row.name)
             assert (after.run_count, after.next_run) == (DUE_TIMES_RACED, row.next_run + STEP * DUE_TIMES_RACED)

@@ -5,9 +5,7 @@ from __future__ import annotations
 import random
 from datetime import timedelta
 
-from soniq.backend import Backend
-from soniq.params import ClaimJobsParams
-from soniq.records import JobRecord
+from soniq.backend import Backend, ClaimJobsParams, JobRecord
 from soniq_contract_tests.harness import ContractHarness, enqueue, must_get, unique_queue, utc_now, wait_until
 
 

@@ -1,12 +1,10 @@
-"""`setup_schema` (issue 13): the family found, what setup runs, dry runs that change nothing."""
+"""`setup_schema`: the family found, what setup runs, dry runs that change nothing."""
 
 from __future__ import annotations
 
 import asyncio
 
-from soniq.params import SetupSchemaParams
-from soniq.records import SchemaReport
-from soniq.schema_state import SchemaFamily
+from soniq.backend import SchemaFamily, SchemaReport, SetupSchemaParams
 from soniq_contract_tests.harness import ContractHarness, fresh_namespace
 
 FAMILIES = {family.value for family in SchemaFamily}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from soniq.records import SchemaStatus
+from soniq.backend import SchemaStatus
 from soniq_contract_tests.harness import ContractHarness, fresh_namespace
 
 

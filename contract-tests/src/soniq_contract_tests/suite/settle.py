@@ -6,9 +6,16 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from soniq.backend import Backend
-from soniq.params import ClaimJobsParams, CompleteJobsParams, GetJobParams, JobResult, RetryJobParams, SnoozeJobParams
-from soniq.records import JobStatus
+from soniq.backend import (
+    Backend,
+    ClaimJobsParams,
+    CompleteJobsParams,
+    GetJobParams,
+    JobResult,
+    JobStatus,
+    RetryJobParams,
+    SnoozeJobParams,
+)
 from soniq_contract_tests.harness import (
     ContractHarness,
     assert_between,

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import uuid
 
-from soniq.backend import Backend
-from soniq.params import (
+from soniq.backend import (
+    QUEUE_STATS_KEYS,
+    Backend,
     CancelJobParams,
     DeadLetterJobParams,
-    ListDeadLetterParams,
+    DeadLetterPageParams,
+    QueueStats,
     QueueStatsParams,
     ReplayDeadLetterParams,
 )
-from soniq.records import QUEUE_STATS_KEYS, QueueStats
 from soniq_contract_tests.harness import ContractHarness, complete_one, enqueue, enqueue_and_claim
 
 
@@ -91,7 +92,7 @@ class QueueStatsContract:
     ) -> None:
         async with contract.backend() as backend:
             await _populate(backend, "q", queued=0, processing=0, done=0, cancelled=0, dead=1)
-            (dead,) = await backend.list_dead_letter(ListDeadLetterParams())
+            (dead,) = (await backend.dead_letter_page(DeadLetterPageParams())).rows
             await backend.replay_dead_letter(
                 ReplayDeadLetterParams(
                     job_id=dead.id, new_job_id=str(uuid.uuid4()), scheduled_at=dead.moved_to_dead_letter_at

@@ -15,9 +15,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from soniq.backend import Backend
-from soniq.params import EnqueueJobsParams, GetJobParams, QueueStatsParams
-from soniq.records import JobStatus
+from soniq.backend import Backend, EnqueueJobsParams, GetJobParams, JobStatus, QueueStatsParams
 from soniq_contract_tests.backend_fixtures import TransactionFactory, fixtures_for
 from soniq_contract_tests.harness import ContractHarness, must_get, new_job
 

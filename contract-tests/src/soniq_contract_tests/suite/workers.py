@@ -7,17 +7,17 @@ import contextlib
 
 import pytest
 
-from soniq.backend import Backend
-from soniq.errors import SoniqError
-from soniq.params import (
+from soniq.backend import (
+    Backend,
     EnqueueJobsParams,
     HeartbeatParams,
     PrepareWorkerParams,
     RegisterWorkerParams,
     SetWorkerStatusParams,
     WaitForJobsParams,
+    WorkerStatus,
 )
-from soniq.records import WorkerStatus
+from soniq.errors import SoniqError
 from soniq_contract_tests.harness import (
     ContractHarness,
     assert_between,

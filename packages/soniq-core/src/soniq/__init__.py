@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 # First, before anything else of the package loads: a 0.1.0 leftover would break those imports.
 from soniq import _install_check as _install_check
 from soniq.app import Soniq
 from soniq.backend import Backend, BackendCapabilities
-from soniq.context import JobContext  # compat-jobs (issue 12)
-from soniq.dead_letter import DeadLetterNotFoundError
-from soniq.dependencies import JobCall  # issue 19
+from soniq.context import JobContext
+from soniq.dead_letter import DeadLetterFilter, DeadLetterNotFoundError
+from soniq.dependencies import JobCall
 from soniq.errors import (
     BackendLoadError,
     BackendNotFoundError,
     BackendProtocolError,
     BackendUnavailableError,
-    DependencyCycleError,  # issue 19
+    DependencyCycleError,
     InvalidLimitError,
     InvalidURLError,
     JobArgumentsError,
@@ -31,18 +33,18 @@ from soniq.errors import (
 from soniq.metrics import InMemoryMetricsSink, MetricsSink, NullMetricsSink
 from soniq.observers import BaseObserver, Observer
 from soniq.outcomes import HandlerKind, JobOutcome
-from soniq.params import GroupLimit, LimitScope  # issue 19
+from soniq.params import GroupLimit, LimitScope
 from soniq.records import (
-    CancelOutcome,  # issue 19
-    DependencyPolicy,  # issue 19
+    CancelOutcome,
+    DependencyPolicy,
     JobStatus,
-    MigrationStep,  # compat-surface
-    SchemaStatus,  # compat-surface
+    MigrationStep,
+    SchemaStatus,
     StaleJobPolicy,
     WorkerStatus,
 )
-from soniq.retry import AppRetryPolicy  # compat-jobs (issue 12)
-from soniq.routing import TaskRef, task_ref  # compat-surface
+from soniq.retry import AppRetryPolicy
+from soniq.routing import TaskRef, task_ref
 from soniq.scheduling import (
     CatchUp,
     ManualClock,
@@ -59,10 +61,22 @@ from soniq.validation import JobOptionsError
 from soniq.worker.state import WorkerState
 from soniq.worker.summary import WorkerSummary
 
+if TYPE_CHECKING:
+    import argparse
+
 __version__ = "0.2.0"
 
+
+def app_for_command(args: argparse.Namespace, command: str, *, need_jobs: bool = False) -> Soniq:
+    """For a `soniq.commands` plugin: the app its command works on, found as every `soniq` command
+    finds it (see `soniq.cli.common.app_for_command`); the CLI is imported only when called."""
+    from soniq.cli.common import app_for_command as find
+
+    return find(args, command, need_jobs=need_jobs)
+
+
 __all__ = [
-    "AppRetryPolicy",  # compat-jobs (issue 12)
+    "AppRetryPolicy",
     "Backend",
     "BackendCapabilities",
     "BackendLoadError",
@@ -70,52 +84,54 @@ __all__ = [
     "BackendProtocolError",
     "BackendUnavailableError",
     "BaseObserver",
-    "CancelOutcome",  # issue 19
+    "CancelOutcome",
     "CatchUp",
+    "DeadLetterFilter",
     "DeadLetterNotFoundError",
-    "DependencyCycleError",  # issue 19
-    "DependencyPolicy",  # issue 19
-    "GroupLimit",  # issue 19
+    "DependencyCycleError",
+    "DependencyPolicy",
+    "GroupLimit",
     "HandlerKind",
     "InMemoryMetricsSink",
-    "InvalidLimitError",  # issue 19
+    "InvalidLimitError",
     "InvalidURLError",
     "JobArgumentsError",
-    "JobCall",  # issue 19
-    "JobCancelledError",  # issue 19
-    "JobContext",  # compat-jobs (issue 12)
-    "JobFailedError",  # issue 19
-    "JobNotFoundError",  # issue 19
+    "JobCall",
+    "JobCancelledError",
+    "JobContext",
+    "JobFailedError",
+    "JobNotFoundError",
     "JobOptionsError",
     "JobOutcome",
     "JobStatus",
-    "LimitScope",  # issue 19
+    "LimitScope",
     "ManualClock",
     "MetricsSink",
-    "MigrationStep",  # compat-surface
+    "MigrationStep",
     "NullMetricsSink",
     "Observer",
     "Permanent",
     "ScheduleError",
     "ScheduleTypeError",
-    "SchemaStatus",  # compat-surface
+    "SchemaStatus",
     "Settings",
     "SettingsError",
     "Snooze",
     "Soniq",
     "SoniqError",
     "StaleJobPolicy",
-    "TaskRef",  # compat-surface
-    "UnknownDependencyError",  # issue 19
+    "TaskRef",
+    "UnknownDependencyError",
     "UnknownJobError",
     "WorkerState",
     "WorkerStatus",
     "WorkerSummary",
     "__version__",
+    "app_for_command",
     "cron",
     "daily",
     "every",
     "monthly",
-    "task_ref",  # compat-surface
+    "task_ref",
     "weekly",
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from soniq.errors import SoniqError
+from soniq.errors import BackendNameError as BackendNameError
 from soniq.settings import DEFAULT_DATABASE_URL, Settings
 
 BACKEND_SCHEMES: dict[str, tuple[str, ...]] = {
@@ -23,10 +23,6 @@ BACKEND_SCHEMES: dict[str, tuple[str, ...]] = {
 }
 _ALIASES = {"postgresql": "postgres"}
 _DEFAULT_URLS = {"memory": "memory://", "sqlite": DEFAULT_DATABASE_URL}
-
-
-class BackendNameError(SoniqError, ValueError):
-    """`backend=` names no known kind of store, or the URL in the settings is of another kind."""
 
 
 def backend_kind(name: str) -> str:

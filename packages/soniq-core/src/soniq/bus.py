@@ -150,10 +150,9 @@ class ObservationBus:
         # The two hooks called for every job are bound once, so their fan-out is a plain loop.
         self._job_start_calls = _bound(self._hooks["on_job_start"], "on_job_start")
         self._job_end_calls = _bound(self._hooks["on_job_end"], "on_job_end")
-        # -- compat-jobs (issue 12): listeners that leave awaitables (async app hooks) --
+        # -- listeners that leave awaitables (async app hooks) --
         self.defers = any(getattr(listener, "defers_awaitables", False) for listener in listeners)
         """Some listener may `defer` coroutines: the worker then awaits `run_deferred` in the job's task."""
-        # -- end compat-jobs --
 
     def wants(self, hook: str) -> bool:
         return bool(self._hooks[hook])
@@ -210,7 +209,7 @@ class ObservationBus:
         self._fan_out("on_enqueue_end", event, error)
 
 
-# -- compat-jobs (issue 12): awaiting what async listeners leave behind --
+# -- awaiting what async listeners leave behind --
 
 _deferred: contextvars.ContextVar[list[Awaitable[Any]] | None] = contextvars.ContextVar(
     "soniq_bus_deferred", default=None
@@ -237,6 +236,3 @@ async def run_deferred() -> None:
             await awaitable
         except Exception:
             _logger.exception("a deferred listener call raised; ignoring")
-
-
-# -- end compat-jobs --

@@ -19,10 +19,12 @@ import importlib.metadata
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from soniq.errors import InternalError
+
 COMMANDS_GROUP = "soniq.commands"
 
 
-class CommandLoadError(Exception):
+class CommandLoadError(InternalError):
     """A ``soniq.commands`` entry point failed to import."""
 
 

@@ -29,7 +29,7 @@ class JobContext:
     scheduled_at: datetime | None = None
     created_at: datetime | None = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
-    """Set by the worker when a cancel request reaches this run (issue 19)."""
+    """Set by the worker when a cancel request reaches this run."""
 
     @property
     def cancel_requested(self) -> bool:

@@ -17,26 +17,28 @@ import io
 import json
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from soniq import features
-from soniq.errors import SoniqError
+from soniq.errors import DeadLetterNotFoundError as DeadLetterNotFoundError
 from soniq.params import (
     DeadLetterFilter as StoreFilter,
 )
 from soniq.params import (
+    DeadLetterPageParams,
     DeadLetterStatsParams,
     DeleteDeadLettersParams,
     GetDeadLetterParams,
-    ListDeadLetterParams,
+    JobCursor,
     PurgeDeadLetterParams,
     ReplayDeadLetterParams,
 )
 from soniq.validation import (
     MAX_FILTER_LIMIT,
     MAX_OFFSET,
+    MAX_PAGE_LIMIT,
     JobOptionsError,
     check_count,
     check_filter_text,
@@ -48,7 +50,7 @@ from soniq.validation import (
 )
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.app_context import AppContext
     from soniq.backend import DeadLetterStore
 
 BULK_BATCH = 500
@@ -68,10 +70,6 @@ EXPORT_COLUMNS = (
     "resurrection_count",
     "last_resurrection_at",
 )
-
-
-class DeadLetterNotFoundError(SoniqError, LookupError):
-    """No dead-letter row has that id."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,16 +132,16 @@ class DeadLetterFilter:
 
 
 class DeadLetterService:
-    def __init__(self, app: Soniq) -> None:
-        self._app = app
+    def __init__(self, context: AppContext) -> None:
+        self._context = context
 
     def _require(self) -> None:
         """`MissingBackendRoleError` unless the app's backend fills `DeadLetterStore`."""
-        features.dead_letter_store(self._app.backend)
+        features.dead_letter_store(self._context.backend)
 
     async def _store(self) -> DeadLetterStore:
         """The connected backend (the sync bridge's on its thread) as a `DeadLetterStore`."""
-        return features.dead_letter_store(await self._app.connected_backend())
+        return features.dead_letter_store(await self._context.connected_backend())
 
     async def list(
         self,
@@ -153,10 +151,14 @@ class DeadLetterService:
         offset: int = 0,
         filter: DeadLetterFilter | None = None,
     ) -> builtins.list[dict[str, Any]]:
-        """Rows newest first; with `filter`, only matching rows (its own limit and offset then apply).
+        """Rows most recently moved first (ties: the larger id first); with `filter`, only matching
+        rows (its own limit and offset then apply).
 
         `limit` is 1 to `soniq.validation.MAX_PAGE_LIMIT` (10,000); a `queue` enqueue would refuse is
-        `JobOptionsError`."""
+        `JobOptionsError`. The store pages by keyset (`DeadLetterStore.dead_letter_page`), so `offset`
+        is served by reading the first ``offset + limit`` rows and dropping `offset` of them (in reads
+        of 10,000 while more than that are left to skip): a deep offset costs in proportion to it. To
+        page deep, follow `dead_letter_page`'s `next_cursor` instead."""
         self._require()
         check_queue_filter(queue)
         if filter is None:
@@ -164,10 +166,18 @@ class DeadLetterService:
         else:
             limit, offset = filter.limit, filter.offset  # checked by the filter itself
         backend = await self._store()
-        params = ListDeadLetterParams(
-            queue=queue, limit=limit, offset=offset, filter=filter.for_store() if filter is not None else None
+        wanted = DeadLetterPageParams(
+            queues=None if queue is None else [queue], filter=filter.for_store() if filter is not None else None
         )
-        return [row.to_dict() for row in await backend.list_dead_letter(params)]
+        before: JobCursor | None = None
+        while offset >= MAX_PAGE_LIMIT:  # whole reads of rows to skip
+            skipped = await backend.dead_letter_page(replace(wanted, before=before, limit=MAX_PAGE_LIMIT))
+            if skipped.next_cursor is None or not skipped.rows:
+                return []  # no row left beyond the ones skipped
+            offset -= len(skipped.rows)
+            before = skipped.next_cursor
+        page = await backend.dead_letter_page(replace(wanted, before=before, limit=offset + limit))
+        return [row.to_dict() for row in page.rows[offset:]]
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
         """The dead-letter row, or None (also for an id no store can hold: see `soniq.validation.lookup_id`)."""

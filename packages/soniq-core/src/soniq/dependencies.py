@@ -1,4 +1,4 @@
-"""Job dependencies (issue 19): checking `depends_on`, and the call descriptions `app.chain` takes.
+"""Job dependencies: checking `depends_on`, and the call descriptions `app.chain` takes.
 
 The store decides when a job becomes claimable (`Backend.enqueue_jobs`, "Dependencies" in
 `soniq.backend`); core checks what it can before anything is stored, the same way on every

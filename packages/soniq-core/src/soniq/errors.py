@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from soniq.snooze import Snooze as Snooze  # defined in soniq.snooze; importable from here as before
+from soniq.instructions import Permanent as Permanent
+from soniq.instructions import Snooze as Snooze
 
-# -- error codes (compat-surface) ------------------------------------------------------------
+if TYPE_CHECKING:
+    from soniq.schema_state import SchemaFamily
+
+# -- error codes ------------------------------------------------------------
 
 SONIQ_UNKNOWN_TASK_NAME = "SONIQ_UNKNOWN_TASK_NAME"
 SONIQ_INVALID_TASK_NAME = "SONIQ_INVALID_TASK_NAME"
@@ -89,9 +93,6 @@ class SoniqError(Exception):
         return head + list(getattr(self, "_extra_suggestions", []))
 
 
-# -- end of error codes (compat-surface) -----------------------------------------------------
-
-
 class SettingsError(SoniqError, ValueError):
     """A setting has a bad value; the message names the setting and its variable."""
 
@@ -141,10 +142,6 @@ class BackendProtocolError(SoniqError, TypeError):
     suggestion = "upgrade the backend distribution or soniq-core so both speak the same role versions"
 
 
-SNOOZE_MAX_SECONDS = 30 * 86400.0
-"""The longest a `Snooze` puts a job off (30 days) unless the app sets `snooze_max_seconds`."""
-
-
 class MissingBackendRoleError(SoniqError, NotImplementedError):
     """A feature needs an optional backend role the configured backend does not fill.
 
@@ -163,13 +160,7 @@ class NoJobsRegisteredError(SoniqError, RuntimeError):
     """A worker was started with no job registered (pass `allow_no_jobs=True` to start one anyway)."""
 
 
-class Permanent(SoniqError):  # noqa: N818 - raised by handlers, reads as an instruction
-    """Raise from a handler to give the job up now: it moves to the dead-letter table with
-    reason ``non_retryable`` whatever retries it has left. ``raise Permanent("why") from exc``
-    keeps the original error's traceback in `last_error`."""
-
-
-# -- issue 19: dependencies, cancelling and waiting -------------------------------------------
+# -- dependencies, cancelling and waiting -------------------------------------------
 
 
 class JobNotFoundError(SoniqError, LookupError):
@@ -226,3 +217,90 @@ class JobCancelledError(SoniqError):
         self.last_error = last_error
         self.job = dict(job)
         super().__init__(f"job {job_id} was cancelled" + (f": {last_error}" if last_error else ""))
+
+
+class SchemaStateError(SoniqError, RuntimeError):
+    """The schema is one `setup` will not migrate (newer, mixed or unknown), or one that
+    needs an explicit ``soniq setup`` first (0.1.0). Nothing was changed."""
+
+    def __init__(self, family: SchemaFamily, message: str) -> None:
+        self.family = family
+        super().__init__(message)
+
+
+class LegacyWorkersActiveError(SchemaStateError):
+    """soniq 0.1.0 workers still heartbeat into the database being upgraded."""
+
+    def __init__(self, count: int, seconds: float) -> None:
+        from soniq.schema_state import SchemaFamily  # that module imports this one
+
+        self.count = count
+        super().__init__(
+            SchemaFamily.LEGACY_010,
+            f"{count} soniq 0.1.0 worker(s) heartbeated in the last {seconds:g}s, so the database is "
+            "still in use; stop them (and back the database up) before upgrading, or run "
+            "`soniq setup --force` to upgrade anyway (their in-flight jobs go to stale recovery)",
+        )
+
+
+class JobOptionsError(SoniqError, ValueError):
+    """A queue name, priority, schedule or listing bound that Soniq does not accept."""
+
+
+class ScheduleError(JobOptionsError):
+    """A schedule option Soniq cannot use; `field` names it (``cron``, ``every``, ``timezone``...)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class ScheduleTypeError(ScheduleError, TypeError):
+    """A schedule option of the wrong type, such as a cron expression that is not a string.
+
+    Also a `TypeError`, which is what soniq 0.1.0 raised for these (``except TypeError`` keeps working).
+    """
+
+
+class DeadLetterNotFoundError(SoniqError, LookupError):
+    """No dead-letter row has that id."""
+
+
+class InvalidTaskNameError(SoniqError, ValueError):
+    """A job name that does not match the app's `task_name_pattern`."""
+
+    code = SONIQ_INVALID_TASK_NAME
+
+
+class TaskArgsError(SoniqError, ValueError):
+    """Arguments a `TaskRef`'s `args_model` does not accept; nothing was stored."""
+
+    code = SONIQ_TASK_ARGS_INVALID
+
+
+class UnknownSettingError(SoniqError, TypeError):
+    """A keyword that is no setting of this Soniq nor of soniq 0.1.0."""
+
+    code = SONIQ_UNKNOWN_SETTING
+
+
+class UnsupportedSettingError(SoniqError, TypeError):
+    """A soniq 0.1.0 setting that has no meaning here; the message says why and what to use."""
+
+    code = SONIQ_UNSUPPORTED_SETTING
+
+
+class BackendNameError(SoniqError, ValueError):
+    """`backend=` names no known kind of store, or the URL in the settings is of another kind."""
+
+
+class InvalidArgumentsError(SoniqError, Permanent):
+    """The stored arguments failed the job's `args_model` in the worker: the row is dead-lettered at once."""
+
+    dead_letter_reason = "invalid_arguments"
+
+
+class InternalError(Exception):
+    """Base of the exceptions core raises for its own control flow or a broken invariant, never
+    for a caller's mistake: a worker transition the diagram lacks, a handler that would not stop,
+    an unstorable result, a CLI failure reported as one line. Catch `SoniqError` instead."""

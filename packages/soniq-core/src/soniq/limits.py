@@ -1,4 +1,4 @@
-"""Fleet-wide limits (issue 19): what `@app.job` and the `queue_limits` setting declare.
+"""Fleet-wide limits: what `@app.job` and the `queue_limits` setting declare.
 
 The store enforces every limit inside the claim (`Backend.claim_jobs`, `GroupLimit`); core
 only parses and checks the declarations, once, at decoration or at construction, so a limit
@@ -340,7 +340,7 @@ async def limit_usage(backend: QueueStore, limits: Sequence[GroupLimit]) -> list
     Both are `OperatorReads`: a backend without that role raises `MissingBackendRoleError`.
     """
     from soniq import features
-    from soniq.params import JobCountsParams, ListJobsParams
+    from soniq.params import JobCountsParams, JobPageParams
     from soniq.records import JobStatus
 
     reads = features.operator_reads(backend, features.LIMIT_USAGE)
@@ -352,9 +352,9 @@ async def limit_usage(backend: QueueStore, limits: Sequence[GroupLimit]) -> list
     by_job: dict[str, dict[str | None, int]] = {}
     complete = True
     if any(limit.scope is LimitScope.JOB for limit in limits):
-        rows = await reads.list_jobs(ListJobsParams(status=JobStatus.PROCESSING, limit=PROCESSING_SCAN))
-        complete = len(rows) < PROCESSING_SCAN
-        for row in rows:
+        page = await reads.job_page(JobPageParams(statuses=[JobStatus.PROCESSING], limit=PROCESSING_SCAN))
+        complete = page.next_cursor is None
+        for row in page.rows:
             keys = by_job.setdefault(row.job_name, {})
             keys[row.limit_key] = keys.get(row.limit_key, 0) + 1
     shown = []

@@ -80,7 +80,7 @@ def safe_call(target: object, method: str, *args: Any, **kwargs: Any) -> Any:
         return None
 
 
-# -- compat-jobs (issue 12): async sinks, and sinks written for soniq 0.1.0 --
+# -- async sinks, and sinks written for soniq 0.1.0 --
 
 SINK_CALL_TIMEOUT = 5.0
 """How long one awaited call of an async sink may take before it is abandoned (and logged)."""
@@ -182,6 +182,3 @@ def adapt_metrics_sink(sink: object) -> SinkBridge | None:
     if "outcome" not in end_names and (end_names | start_names) & _LEGACY_KEYWORDS:
         return SinkBridge(sink)
     return None
-
-
-# -- end compat-jobs --

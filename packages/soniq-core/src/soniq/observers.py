@@ -9,22 +9,34 @@ Every event is a frozen dataclass; docs/observability.md tables them. An
 observer implements only the hooks it wants (subclass `BaseObserver`): the
 app's `soniq.bus.ObservationBus` never calls, or builds events for, a hook
 nobody implements.
+
+This module is the SDK for observers and operator tools (soniq-otel, soniq-prometheus, the
+dashboard): beside the events it exports the vocabulary they report (`WorkerState`,
+`JobOutcome`, `HandlerKind`) and the helpers that keep secrets and control characters out of
+what they show (`redact_text`, `redact_url`, `redact_data`, `is_secret_key`, `printable`),
+and `describe_limit` for a fleet-wide limit in one line.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from soniq.limits import describe as describe_limit
+from soniq.log_escape import escape_line as printable
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.params import Rescue
-from soniq.records import JobRecord, RecoveryResult
+from soniq.records import JobRecord, JobStatus, RecoveryResult
+from soniq.redaction import is_secret_key, redact_data, redact_text, redact_url
 from soniq.worker.state import WorkerState
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.backend import QueueStore
+    from soniq.registry import JobRegistry
+    from soniq.settings import Settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +154,24 @@ def job_start_event(worker_id: str, job: JobRecord, handler_kind: HandlerKind, a
     return event  # type: ignore[no-any-return]
 
 
+def nack_event(
+    worker_id: str, job: JobRecord, *, reason: str, written: bool, error: str | None, started_at: float
+) -> NackEvent:
+    """The `NackEvent` for a nack of `job` sent at `started_at` that has just returned (or failed)."""
+    return NackEvent(
+        worker_id=worker_id,
+        job_id=job.id,
+        job_name=job.job_name,
+        queue=job.queue,
+        reason=reason,
+        written=written,
+        at=time.time(),
+        error=error,
+        started_at=started_at,
+        attempts=job.attempts,
+    )
+
+
 def job_end_event(
     worker_id: str,
     job: JobRecord,
@@ -201,12 +231,35 @@ class ScheduleFiredEvent:
     """The worker or `soniq scheduler` process that fired it."""
 
 
+class AppReads(Protocol):
+    """What an exporter reads of an app: its registered jobs and, through the read API, its store."""
+
+    @property
+    def registry(self) -> JobRegistry: ...
+
+    async def connected_backend(self) -> QueueStore: ...
+
+    async def get_queue_stats(self, queue: str | None = None) -> dict[str, int]: ...
+
+    async def list_jobs(
+        self,
+        queue: str | None = None,
+        status: str | JobStatus | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        *,
+        include_results: bool = False,
+    ) -> list[dict[str, Any]]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerStartedEvent:
-    """The worker registered and is about to claim; `app` lets an exporter start a server and read the store."""
+    """The worker registered and is about to claim. `settings` are its app's (an exporter's port, for
+    one); `reads` is the app's read API, through which an exporter reads the queues."""
 
     worker_id: str
-    app: Soniq
+    settings: Settings
+    reads: AppReads
     queues: tuple[str, ...] | None
     concurrency: int
     at: float
@@ -326,3 +379,37 @@ class RecordingObserver(BaseObserver):
     @property
     def recoveries(self) -> list[RecoveryEvent]:
         return [e for e in self.events if isinstance(e, RecoveryEvent)]
+
+
+__all__ = [
+    "AppReads",
+    "BaseObserver",
+    "EnqueueEvent",
+    "HandlerKind",
+    "JobEndEvent",
+    "JobOutcome",
+    "JobRecord",
+    "JobStartEvent",
+    "JobStatus",
+    "NackEvent",
+    "Observer",
+    "RecordingObserver",
+    "RecoveryEvent",
+    "RecoveryResult",
+    "Rescue",
+    "ScheduleFiredEvent",
+    "ShutdownInfo",
+    "ShutdownNotice",
+    "TransitionEvent",
+    "WorkerStartedEvent",
+    "WorkerState",
+    "describe_limit",
+    "is_secret_key",
+    "job_end_event",
+    "job_start_event",
+    "nack_event",
+    "printable",
+    "redact_data",
+    "redact_text",
+    "redact_url",
+]

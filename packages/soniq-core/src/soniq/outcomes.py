@@ -33,7 +33,7 @@ class JobOutcome(str, enum.Enum):
     """The store could not be reached in time; the row stays for stale recovery."""
     CANCELLED = "cancelled"
     """A cancel request stopped the run (or reached it before it started): the row is `cancelled`,
-    the attempt not counted (issue 19)."""
+    the attempt not counted."""
     UNFINISHED = "unfinished"
     """Never sent by core: what an observer reports for a run whose end it never heard."""
 

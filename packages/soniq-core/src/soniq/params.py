@@ -1,4 +1,4 @@
-"""One frozen parameters object per backend operation (protocol 2).
+"""One frozen parameters object per backend operation.
 
 Why objects instead of keyword arguments: a new field with a default is
 invisible to a backend that does not read it, so core can grow an operation
@@ -15,7 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from soniq.records import JobCursor as JobCursor
 from soniq.records import JobStatus, NewJob, WorkerInfo, WorkerStatus
+from soniq.records import Rescue as Rescue
+from soniq.records import RescueAction as RescueAction
 
 # -- producers -------------------------------------------------------------
 
@@ -34,16 +37,6 @@ class GetJobParams:
 
 
 @dataclass(frozen=True, slots=True)
-class ListJobsParams:
-    queue: str | None = None
-    status: JobStatus | None = None
-    limit: int = 100
-    offset: int = 0
-    include_results: bool = False
-    """False: every returned row has ``result = None`` (the store need not read the column)."""
-
-
-@dataclass(frozen=True, slots=True)
 class CancelJobParams:
     job_id: str
 
@@ -58,7 +51,7 @@ class PrepareWorkerParams:
 
 
 class LimitScope(str, enum.Enum):
-    """Which rows a `GroupLimit` counts (issue 19)."""
+    """Which rows a `GroupLimit` counts."""
 
     QUEUE = "queue"
     """Rows whose `queue` is the limit's `name`."""
@@ -68,7 +61,7 @@ class LimitScope(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class GroupLimit:
-    """A fleet-wide limit on one group of rows, enforced by the store inside the claim (issue 19).
+    """A fleet-wide limit on one group of rows, enforced by the store inside the claim.
 
     The group is every row whose queue (scope QUEUE) or job name (scope JOB) is `name`;
     with `partitioned`, one group per distinct `limit_key` among those rows (rows whose
@@ -101,7 +94,7 @@ class ClaimJobsParams:
     job_names: Sequence[str] | None = None
     """When given, claim only rows whose `job_name` is in it; rows of other names are never touched."""
     limits: Sequence[GroupLimit] = ()
-    """Fleet-wide limits the claim must respect (issue 19); empty: the unlimited claim path."""
+    """Fleet-wide limits the claim must respect; empty: the unlimited claim path."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +110,7 @@ class JobResult:
     expires_at: datetime | None = None
     """Stored on the row as `expires_at`: when `prune_jobs` may delete it (None: never)."""
     delete_row: bool = False
-    """`result_ttl = 0` (issue 12): delete the row, fenced as a completion, instead of storing it."""
+    """`result_ttl = 0`: delete the row, fenced as a completion, instead of storing it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,38 +180,6 @@ class FindStaleJobsParams:
     """Seconds of silence after which a worker is stale."""
 
 
-class RescueAction(str, enum.Enum):
-    """What core decided for one orphaned row."""
-
-    RELEASE = "release"
-    """The handler never started: the nack field set, `attempts` as given (unchanged)."""
-    REQUEUE = "requeue"
-    """Back to `queued` now with `attempts` and `last_error` as given."""
-    DEAD_LETTER = "dead_letter"
-    """Move to the dead-letter table with `attempts`, `last_error` and `reason` as given."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rescue:
-    """Core's explicit decision for one orphaned row: the backend writes exactly this.
-
-    The write is fenced on the row as it was read: it applies only while the
-    row is still ``status = 'processing'`` with ``worker_id = expected_worker_id``
-    and ``updated_at = expected_updated_at``. A row that finished, was rescued
-    by another sweeper, or changed in any way since is left alone.
-    """
-
-    job_id: str
-    expected_worker_id: str
-    expected_updated_at: datetime
-    action: RescueAction
-    attempts: int
-    error: str | None = None
-    """The new `last_error` (None keeps the current one, as a release does)."""
-    reason: str | None = None
-    """The `dead_letter_reason`, for `DEAD_LETTER` only."""
-
-
 @dataclass(frozen=True, slots=True)
 class RescueJobsParams:
     rescues: Sequence[Rescue]
@@ -249,7 +210,7 @@ class WaitForJobsParams:
     timeout: float
 
 
-# -- issue 19: cancelling running jobs, waiting for jobs ------------------------
+# -- cancelling running jobs, waiting for jobs ------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,15 +246,6 @@ class WaitForJobChangesParams:
 
 
 @dataclass(frozen=True, slots=True)
-class ListDeadLetterParams:
-    queue: str | None = None
-    limit: int = 100
-    offset: int = 0
-    filter: DeadLetterFilter | None = None
-    """Only rows matching it too (issue 12); None: every row (of `queue`)."""
-
-
-@dataclass(frozen=True, slots=True)
 class GetDeadLetterParams:
     job_id: str
 
@@ -303,7 +255,7 @@ class ReplayDeadLetterParams:
     job_id: str
     new_job_id: str
     scheduled_at: datetime
-    # -- issue 12 (compat-store): overrides; None keeps the dead-letter row's value --
+    # -- overrides; None keeps the dead-letter row's value --
     queue: str | None = None
     priority: int | None = None
     max_attempts: int | None = None
@@ -316,7 +268,7 @@ class PurgeDeadLetterParams:
     job_id: str
 
 
-# -- dashboard reads (protocol 2 additions) -------------------------------------
+# -- dashboard reads -------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,14 +285,6 @@ class JobActivityParams:
     queue: str | None = None
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class JobCursor:
-    """A keyset position: the `(at, id)` of the last row shown; the next page starts strictly below it."""
-
-    at: datetime
-    id: str
-
-
 @dataclass(frozen=True, slots=True)
 class JobPageParams:
     statuses: Sequence[JobStatus] | None = None
@@ -354,6 +298,7 @@ class JobPageParams:
     before: JobCursor | None = None
     limit: int = 50
     include_results: bool = False
+    """False: every returned row has ``result = None`` (the store need not read the column)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,9 +311,12 @@ class DeadLetterPageParams:
     """As on `JobPageParams`: the original job id, or a `job_name` prefix."""
     before: JobCursor | None = None
     limit: int = 50
+    filter: DeadLetterFilter | None = None
+    """Only rows matching it too (its job names, queues, reasons, move-time range and
+    resurrected flag), with every other field; None: no further condition."""
 
 
-# -- issue 12 (compat-store): deleting jobs, dead-letter filters and bulk ops -----
+# -- deleting jobs, dead-letter filters and bulk ops -----
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,7 +351,7 @@ class DeadLetterStatsParams:
     filter: DeadLetterFilter | None = None
 
 
-# -- schedules, leader lease, pruning (issue 14) -------------------------------
+# -- schedules, leader lease, pruning -------------------------------
 
 
 def _aware(value: datetime, what: str) -> None:
@@ -552,7 +500,7 @@ class PruneDeadLettersParams:
         _limit(self.limit, "prune_dead_letters limit")
 
 
-# --- issue 13: schema upgrades (setup_schema) ---------------------------------------------
+# --- schema upgrades (setup_schema) ---------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)

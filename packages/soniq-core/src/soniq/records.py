@@ -10,10 +10,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from soniq.params import JobCursor, Rescue
+from typing import Any
 
 
 class JobStatus(str, enum.Enum):
@@ -50,14 +47,12 @@ class DeadLetterReason(str, enum.Enum):
     """The row's stored arguments or result could not be decoded."""
     STUCK = "stuck"
     """The handler would not stop after cancellation, or kept running past its deadline."""
-    # -- compat-jobs (issue 12) --
     INVALID_ARGUMENTS = "invalid_arguments"
     """The stored arguments failed the job's `args_model` in the worker."""
-    # -- end compat-jobs --
 
 
 class DependencyPolicy(str, enum.Enum):
-    """What a job does when one of its dependencies is cancelled or dead-lettered (issue 19)."""
+    """What a job does when one of its dependencies is cancelled or dead-lettered."""
 
     CANCEL = "cancel"
     """The dependent is cancelled too (and so, in turn, are its own dependents that follow this policy)."""
@@ -66,7 +61,7 @@ class DependencyPolicy(str, enum.Enum):
 
 
 class CancelOutcome(str, enum.Enum):
-    """What `Backend.request_cancel` did (issue 19)."""
+    """What `Backend.request_cancel` did."""
 
     CANCELLED = "cancelled"
     """The row was `queued`: it is now `cancelled`."""
@@ -102,13 +97,13 @@ class NewJob:
     trace_context: Mapping[str, str] | None = None
     args_json: str | None = None
     """`args` as compact JSON text, when core already encoded it; a backend may store it as is."""
-    # -- issue 12 (compat-store): deduplication and the producer -------------
+    # -- deduplication and the producer -------------
     dedup_key: str | None = None
     """While a `queued` row holds this key, enqueueing another job with it stores nothing
     and returns that row's id (see `Backend.enqueue_jobs`). None: no deduplication."""
     producer_id: str | None = None
     """Who enqueued the job (a service name), stored as is; None when not given."""
-    # -- issue 19: dependencies and fleet-wide limits ------------------------
+    # -- dependencies and fleet-wide limits ------------------------
     depends_on: tuple[str, ...] = ()
     """Ids of jobs this one waits for (distinct; rows in the store, dead letters, or jobs
     earlier in the same `enqueue_jobs` call). See `Backend.enqueue_jobs`."""
@@ -147,12 +142,10 @@ class JobRecord:
     """Set by the backend, instead of raising, when the stored args or result could not be
     decoded (then `args` is empty and/or `result` None); core dead-letters such a row."""
     expires_at: datetime | None = None
-    """When a finished row may be pruned (issue 14); None: kept until deleted by hand."""
-    # -- issue 12 (compat-store) ---------------------------------------------
+    """When a finished row may be pruned; None: kept until deleted by hand."""
     dedup_key: str | None = None
     """The key the row holds while `queued`; a claim releases it (then None)."""
     producer_id: str | None = None
-    # -- issue 19 --------------------------------------------------------------
     depends_on: tuple[str, ...] = ()
     """The ids the job was enqueued to wait for, as given."""
     waiting_on: int = 0
@@ -315,7 +308,7 @@ class DeadLetterPage:
     next_cursor: JobCursor | None
 
 
-# -- schema status (compat-surface; issue 13 adds schema-family detection) --
+# -- schema status --
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,8 +363,7 @@ class SchemaStatus:
         }
 
 
-# -- end of schema status --
-# -- issue 12 (compat-store): dead-letter statistics -----------------------------
+# -- dead-letter statistics -----------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,7 +391,7 @@ class DeadLetterStats:
         }
 
 
-# -- schedules, leader lease, pruning (issue 14) -------------------------------
+# -- schedules, leader lease, pruning -------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -452,7 +444,7 @@ class LeaseRecord:
         return asdict(self)
 
 
-# --- issue 13: schema upgrades (setup_schema) ---------------------------------------------
+# --- schema upgrades (setup_schema) ---------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,3 +465,46 @@ class SchemaReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+# -- values that travel both ways: core's rescue decisions and keyset positions --
+
+
+class RescueAction(str, enum.Enum):
+    """What core decided for one orphaned row."""
+
+    RELEASE = "release"
+    """The handler never started: the nack field set, `attempts` as given (unchanged)."""
+    REQUEUE = "requeue"
+    """Back to `queued` now with `attempts` and `last_error` as given."""
+    DEAD_LETTER = "dead_letter"
+    """Move to the dead-letter table with `attempts`, `last_error` and `reason` as given."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rescue:
+    """Core's explicit decision for one orphaned row: the backend writes exactly this.
+
+    The write is fenced on the row as it was read: it applies only while the
+    row is still ``status = 'processing'`` with ``worker_id = expected_worker_id``
+    and ``updated_at = expected_updated_at``. A row that finished, was rescued
+    by another sweeper, or changed in any way since is left alone.
+    """
+
+    job_id: str
+    expected_worker_id: str
+    expected_updated_at: datetime
+    action: RescueAction
+    attempts: int
+    error: str | None = None
+    """The new `last_error` (None keeps the current one, as a release does)."""
+    reason: str | None = None
+    """The `dead_letter_reason`, for `DEAD_LETTER` only."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class JobCursor:
+    """A keyset position: the `(at, id)` of the last row shown; the next page starts strictly below it."""
+
+    at: datetime
+    id: str

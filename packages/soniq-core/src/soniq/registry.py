@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soniq.context import context_parameter
-from soniq.errors import Permanent, UnknownJobError
+from soniq.errors import InvalidArgumentsError as InvalidArgumentsError
+from soniq.errors import UnknownJobError
 from soniq.limits import JobLimits, job_limits
 from soniq.outcomes import HandlerKind
 from soniq.validation import JobOptionsError, check_job_timeout
@@ -24,7 +25,7 @@ class JobDefinition:
     priority: int
     timeout: float | None
     is_async: bool
-    # -- compat-jobs (issue 12): 0.1.0's decorator options --
+    # -- 0.1.0's decorator options --
     retry_delay: float | tuple[float, ...] | None = None
     retry_backoff: bool = False
     retry_max_delay: float | None = None
@@ -41,7 +42,7 @@ class JobDefinition:
     plain: bool = True
     """Nothing to do around the call (no model to check, no context to inject): a field, not a
     property, since the worker reads it for every run."""
-    # -- issue 19: fleet-wide limits --
+    # -- fleet-wide limits --
     limits: JobLimits | None = None
     """The job's own `max_concurrent` / `rate_limit` / `limit_key`, or None (the common case)."""
 
@@ -88,8 +89,6 @@ class JobDefinition:
             self.call_signature.bind(**kwargs)
         except TypeError as exc:
             raise JobOptionsError(f"invalid arguments for job {self.name!r}: {exc} (it takes: {expected})") from None
-
-    # -- end compat-jobs --
 
     @property
     def max_attempts(self) -> int:
@@ -203,7 +202,7 @@ class JobRegistry:
         return len(self._jobs)
 
 
-# -- compat-jobs (issue 12): checking 0.1.0's decorator options --
+# -- checking 0.1.0's decorator options --
 
 _RETRY_OPTIONS = ("retry_delay", "retry_backoff", "retry_max_delay", "retry_jitter")
 
@@ -214,12 +213,6 @@ def _seconds(option: str, value: Any) -> float:
     if value < 0:
         raise JobOptionsError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
     return float(value)
-
-
-class InvalidArgumentsError(Permanent):
-    """The stored arguments failed the job's `args_model` in the worker: the row is dead-lettered at once."""
-
-    dead_letter_reason = "invalid_arguments"
 
 
 def validated_arguments(definition: JobDefinition, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -282,6 +275,3 @@ def compat_fields(func: Callable[..., Any], extra: Mapping[str, Any]) -> dict[st
         kept = [p for n, p in signature.parameters.items() if n != fields["context_param"]]
         fields["call_signature"] = signature.replace(parameters=kept)
     return fields
-
-
-# -- end compat-jobs --

@@ -44,7 +44,7 @@ class RetryPolicy:
         return bounded_delay(ceiling * (0.5 + 0.5 * draw))
 
 
-# -- compat-jobs (issue 12): per-job retry options and `Soniq(retry_policy=...)`, as in soniq 0.1.0 --
+# -- per-job retry options and `Soniq(retry_policy=...)`, as in soniq 0.1.0 --
 
 
 @runtime_checkable
@@ -128,6 +128,3 @@ def check_app_retry_policy(policy: object) -> None:
         raise TypeError(
             f"retry_policy must be an object with a delay_for(*, attempt, job_meta, exc) method, got {policy!r}"
         )
-
-
-# -- end compat-jobs --

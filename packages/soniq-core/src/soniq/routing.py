@@ -17,7 +17,9 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from soniq.errors import SONIQ_INVALID_TASK_NAME, SONIQ_TASK_ARGS_INVALID, SoniqError
+from soniq.errors import InvalidTaskNameError as InvalidTaskNameError
+from soniq.errors import SoniqError
+from soniq.errors import TaskArgsError as TaskArgsError
 from soniq.registry import JobDefinition
 from soniq.validation import check_queue_name
 
@@ -30,18 +32,6 @@ DEFAULT_QUEUE = "default"
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_PRIORITY = 100
 WARN_INTERVAL_SECONDS = 60.0
-
-
-class InvalidTaskNameError(SoniqError, ValueError):
-    """A job name that does not match the app's `task_name_pattern`."""
-
-    code = SONIQ_INVALID_TASK_NAME
-
-
-class TaskArgsError(SoniqError, ValueError):
-    """Arguments a `TaskRef`'s `args_model` does not accept; nothing was stored."""
-
-    code = SONIQ_TASK_ARGS_INVALID
 
 
 def check_task_name(name: str, pattern: str | None) -> str:

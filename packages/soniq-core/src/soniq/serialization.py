@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from soniq.errors import JobArgumentsError
+from soniq.errors import InternalError, JobArgumentsError
 from soniq.speedups import loads
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -52,7 +52,7 @@ MAX_RESULT_BYTES = 1_048_576
 _ESCAPED_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
-class ResultError(TypeError):
+class ResultError(InternalError, TypeError):
     """A handler's return value that cannot be stored; the run fails with this as its error."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from soniq.compat.settings import read_env_file, translate
 from soniq.errors import SettingsError
 from soniq.limits import queue_group_limits
 from soniq.params import GroupLimit
@@ -44,7 +45,7 @@ HEARTBEAT_TIMEOUT_FACTOR = 3
 PREFETCH_FACTOR = 10
 ENQUEUE_VALIDATION_MODES = ("strict", "warn", "none")
 EVENT_LOOPS = ("auto", "asyncio", "uvloop")
-"""Values of the `event_loop` setting (issue 18)."""
+"""Values of the `event_loop` setting."""
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -162,7 +163,7 @@ class Settings:
     """One INFO line per finished job on the ``soniq.jobs`` logger (``soniq worker --quiet-jobs`` turns it off)."""
     max_result_bytes: int = 1_048_576
     cancel_grace_seconds: float = 5.0
-    # -- schedules, leader lease, pruning (issue 14) --
+    # -- schedules, leader lease, pruning --
     scheduler_enabled: bool = True
     """Workers run the scheduler loop (``soniq worker --no-scheduler`` turns it off for one)."""
     scheduler_poll_interval: float = 1.0
@@ -177,13 +178,10 @@ class Settings:
     """Seconds the leader waits between two prune batches, so claims never wait behind it."""
     dead_letter_retention_days: float | None = None
     """Dead-letter rows older than this many days are deleted by the leader; None keeps them forever."""
-    # -- end issue 14 --
-    # -- compat-jobs (issue 12): the job API of soniq 0.1.0 --
+    # -- jobs --
     snooze_max_seconds: float = 30 * 86400.0
     """The longest a `Snooze` puts a job off; a longer one is cut down to this (0.1.0 defaulted to a day)."""
-    # -- end compat-jobs --
-
-    # -- producers and 0.1.0 names (compat-surface) --
+    # -- producers, names and connections --
     enqueue_validation: str = "strict"
     """What `enqueue` does with a job name no local job registers: ``strict`` refuses it,
     ``warn`` logs (at most once a minute per name) and stores it, ``none`` stores it silently."""
@@ -198,16 +196,12 @@ class Settings:
     pool_min_size: int | None = None
     pool_max_size: int | None = None
     """PostgreSQL connection pool bounds (the backend's ``min_size`` / ``max_size``); other backends ignore them."""
-    # -- end of compat-surface fields --
-    # -- issue 12 (compat-store) --
+    # -- results, limits, the event loop --
     result_ttl: float | None = None
     """Seconds a finished job's row is kept: None forever, 0 deleted on completion (see soniq.retention)."""
-    # -- end issue 12 (compat-store) --
-    # -- issue 19: fleet-wide limits --
     queue_limits: tuple[GroupLimit, ...] = ()
     """Per-queue limits, ``{"queue": {"max_concurrent": N, "rate_limit": "N/s"}}`` (JSON in
     ``SONIQ_QUEUE_LIMITS``), enforced by the store across every worker; kept in queue order."""
-    # -- end issue 19 --
     event_loop: str = "auto"
     """The event loop ``soniq worker`` runs on: ``auto`` (uvloop when it is installed, as with
     ``pip install soniq-core[speed]``), ``uvloop`` (required: refuses to start without it) or ``asyncio``."""
@@ -251,10 +245,8 @@ class Settings:
 
         The ``.env`` file (`env_file`, else ``./.env`` when `environ` is not given) is read with
         python-dotenv (``pip install soniq-core[dotenv]``), as soniq 0.1.0 read it. soniq 0.1.0's
-        setting names are accepted where they mean something here (see `soniq.legacy_settings`).
+        setting names are accepted where they mean something here (see `soniq.compat.settings`).
         """
-        from soniq.legacy_settings import read_env_file, translate
-
         known = cls.names()
         env: Mapping[str, str] = os.environ if environ is None else environ
         if env_file is not None or environ is None:
@@ -272,8 +264,6 @@ class Settings:
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with some values replaced, validated the same way."""
-        from soniq.legacy_settings import translate
-
         overrides, _ = translate(dict(overrides), {}, self.names())
         return self._with_raw({k: v for k, v in overrides.items()})
 
@@ -406,7 +396,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "log_jobs": _parse_bool,
     "max_result_bytes": _at_least(1, MAX_PAYLOAD_BYTES),
     "cancel_grace_seconds": _seconds(0.0, HOUR),
-    # -- schedules, leader lease, pruning (issue 14) --
+    # -- schedules, leader lease, pruning --
     "scheduler_enabled": _parse_bool,
     "scheduler_poll_interval": _seconds(MIN_POLL_INTERVAL, HOUR),
     "leader_lease_ttl": _seconds(MIN_LEADER_LEASE_TTL, HOUR),
@@ -414,8 +404,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "prune_batch_size": _at_least(1, 1_000_000),
     "prune_pause": _seconds(0.0, 60.0),
     "dead_letter_retention_days": _seconds(MIN_RETENTION_DAYS, MAX_RETENTION_SECONDS / DAY, optional=True),
-    # -- end issue 14 --
-    # -- compat-surface --
+    # -- producers, names and connections --
     "enqueue_validation": lambda name, value: _choice(name, value, ENQUEUE_VALIDATION_MODES),
     "task_name_pattern": lambda name, value: _pattern(name, value),
     "route_map": lambda name, value: _route_map(name, value),
@@ -423,19 +412,15 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "log_level": lambda name, value: _log_level(name, value),
     "pool_min_size": lambda name, value: _optional_int(name, value, minimum=0),
     "pool_max_size": lambda name, value: _optional_int(name, value, minimum=1),
-    # -- end of compat-surface --
-    # -- compat-jobs (issue 12) --
+    # -- jobs, results, limits, the event loop --
     "snooze_max_seconds": _seconds(MIN_JOB_TIMEOUT, MAX_DELAY_SECONDS),
-    # -- end compat-jobs --
-    # -- issue 12 (compat-store) --
     "result_ttl": _seconds(0.0, MAX_RETENTION_SECONDS, optional=True),
-    # -- end issue 12 (compat-store) --
-    "queue_limits": lambda name, value: _queue_limits(name, value),  # issue 19
-    "event_loop": lambda name, value: _choice(name, value, EVENT_LOOPS),  # issue 18
+    "queue_limits": lambda name, value: _queue_limits(name, value),
+    "event_loop": lambda name, value: _choice(name, value, EVENT_LOOPS),
 }
 
 
-# -- parsers of the compat-surface settings --
+# -- parsers of the producer, name and connection settings --
 
 
 def _choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
@@ -505,10 +490,7 @@ def _optional_int(name: str, value: Any, *, minimum: int) -> int | None:
     return _parse_int(name, value, minimum=minimum, maximum=MAX_POOL_SIZE)
 
 
-# -- end of compat-surface parsers --
-
-
-# -- issue 19 --
+# -- fleet-wide limits --
 
 
 def _queue_limits(name: str, value: Any) -> tuple[GroupLimit, ...]:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from soniq.errors import SoniqError
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.app_context import AppContext
     from soniq.backend import QueueStore
 
 T = TypeVar("T")
@@ -51,8 +51,10 @@ else:  # pragma: no cover - other interpreters
 
 
 class SyncBridge:
-    def __init__(self, app: Soniq) -> None:
-        self._app = weakref.ref(app)
+    """One app's loop thread. It holds the app's context weakly: a bridge never keeps its app alive."""
+
+    def __init__(self, context: AppContext) -> None:
+        self._context = weakref.ref(context)
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
@@ -94,15 +96,15 @@ class SyncBridge:
         return self._connected_backend()
 
     async def _connected_backend(self) -> QueueStore:
-        app = self._app()
-        if app is None:  # pragma: no cover - the app owns the bridge
+        context = self._context()
+        if context is None:  # pragma: no cover - the app owns the bridge
             raise SoniqError("the app behind this sync bridge is gone")
         if self._backend is None:
-            self._backend = app.new_backend_instance()
+            self._backend = context.new_backend_instance()
         if self._backend is None:
             # One shared instance (a ready-made backend or an in-process store): the app's own.
-            await app.connect()
-            return app.backend
+            await context.connect()
+            return context.backend
         if not self._backend_connected:
             if self._backend_lock is None:
                 self._backend_lock = asyncio.Lock()

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from soniq.errors import JobArgumentsError, SoniqError
+from soniq.errors import JobArgumentsError
+from soniq.errors import JobOptionsError as JobOptionsError
 
 MAX_ARGS_DEPTH = 64
 """Deepest nesting of lists and dicts accepted in job arguments (the top-level dict is level 1)."""
@@ -26,10 +27,6 @@ SCHEDULE_MIN = datetime(1970, 1, 1, tzinfo=UTC)
 SCHEDULE_MAX = datetime(9999, 12, 31, tzinfo=UTC)
 
 _ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-
-class JobOptionsError(SoniqError, ValueError):
-    """A queue name, priority, schedule or listing bound that Soniq does not accept."""
 
 
 MIN_JOB_TIMEOUT = 0.001

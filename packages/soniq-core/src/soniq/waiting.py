@@ -1,4 +1,4 @@
-"""`app.wait_for(job_id)` (issue 19): one waiter service per app and event loop, however many waiters.
+"""`app.wait_for(job_id)`: one waiter service per app and event loop, however many waiters.
 
 Every concurrent `wait_for` of one app on one loop shares one task, which asks the store to
 watch the new ids (`watch_jobs`), then waits on `wait_for_job_changes` over every waited id
@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 from soniq import features
 from soniq.backend import CancelChannel, DeadLetterStore, has_role
 from soniq.errors import JobCancelledError, JobFailedError, JobNotFoundError, SoniqError
+from soniq.job_views import dead_letter_job_dict, job_dict
 from soniq.params import GetDeadLetterParams, GetJobParams, WaitForJobChangesParams, WatchJobsParams
 from soniq.records import JobStatus
 from soniq.validation import JobOptionsError
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.app_context import AppContext
     from soniq.backend import QueueStore
 
 logger = logging.getLogger("soniq.waiting")
@@ -74,8 +75,6 @@ async def read_outcome(backend: QueueStore, job_id: str, *, seen_before: bool) -
     `JobNotFoundError`. On a backend without the `DeadLetterStore` role the dead-letter rows are not
     read, so a dead-lettered job is `JobNotFoundError` too (its message says why): never a result,
     and never a wait that goes on for a job that will not run again."""
-    from soniq.app import dead_letter_job_dict, job_dict
-
     row = await backend.get_job(GetJobParams(job_id=job_id))
     if row is not None:
         if row.status is JobStatus.DONE:
@@ -127,8 +126,8 @@ def check_timeout(timeout: object) -> float | None:
 class JobWaiter:
     """The waiters of one app on one event loop, served by one background task."""
 
-    def __init__(self, app: Soniq) -> None:
-        self._app = app
+    def __init__(self, context: AppContext) -> None:
+        self._context = context
         self._futures: dict[str, list[asyncio.Future[Any]]] = {}
         self._fresh: set[str] = set()
         self._changed = asyncio.Event()
@@ -146,7 +145,7 @@ class JobWaiter:
         return self._task is not None and not self._task.done()
 
     async def wait(self, job_id: str, timeout: float | None) -> Any:
-        backend = await self._app.connected_backend()
+        backend = await self._context.connected_backend()
         async with self._first_reads:
             finished = await read_outcome(backend, job_id, seen_before=False)
         if finished is not None:
@@ -197,10 +196,10 @@ class JobWaiter:
                     self._settle(job_id, finished)
 
     async def _serve(self) -> None:
-        backend = await self._app.connected_backend()
+        backend = await self._context.connected_backend()
         channel = features.cancel_channel(backend) if has_role(backend, CancelChannel) else None
         push = channel is not None and backend.capabilities.push_job_changes
-        timeout = SAFETY_REREAD_SECONDS if push else self._app.settings.poll_interval
+        timeout = SAFETY_REREAD_SECONDS if push else self._context.settings.poll_interval
         # Every wait call in flight, oldest first, with the ids it covers. A call is never cancelled
         # while waiters remain (a store may already have handed it a change): each one ends by its
         # own timeout and its answer is read. The newest always covers every waited id.
@@ -276,7 +275,7 @@ class JobWaiter:
                         self._fail_all(exc)
                         return
                     logger.warning("waiting for jobs: the store failed (%s); trying again", exc)
-                    await asyncio.sleep(self._app.settings.poll_interval)
+                    await asyncio.sleep(self._context.settings.poll_interval)
         finally:
             for call in calls:
                 call.cancel()

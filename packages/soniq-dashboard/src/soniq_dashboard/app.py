@@ -25,8 +25,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from soniq import Soniq
-from soniq.redaction import redact_data, redact_text, redact_url
-from soniq.validation import JobOptionsError
+from soniq.errors import JobOptionsError
+from soniq.observers import redact_data, redact_text, redact_url
 from soniq_dashboard.access import HostGuard, ReadKeyGuard, UrlGuard
 from soniq_dashboard.charts import Charts
 from soniq_dashboard.metrics import MetricsEndpoint

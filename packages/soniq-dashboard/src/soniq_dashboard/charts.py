@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from soniq.records import ActivityBucket
+from soniq.backend import ActivityBucket
 from soniq_dashboard.reads import Overview
 from soniq_dashboard.snapshot import Refresher
 

@@ -55,17 +55,16 @@ add_command.help = "serve the web dashboard"  # type: ignore[attr-defined]
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from soniq.cli.common import build_app, refuse_to_create_default
-    from soniq.redaction import redact_url
+    from soniq import app_for_command
+    from soniq.observers import redact_url
     from soniq_dashboard.access import allowed_hosts_for, is_loopback
     from soniq_dashboard.app import create_dashboard_app
 
     # Core's loader, as every command finds its app: APP or --app (module:attr), else the jobs modules'
     # app, else one from the URL. It puts the working directory LAST on sys.path, so a stray
     # `aiosqlite.py` there cannot stand in for the driver.
-    app = build_app(args, need_jobs=False)
     # Like every read command: no URL and no ./soniq.db is one `soniq: error:` line, not a new empty database.
-    refuse_to_create_default(app, "dashboard")
+    app = app_for_command(args, "dashboard")
     # Built here, not in the server's lifespan: a backend package that is not installed is then one line
     # from core's CLI instead of uvicorn's traceback and exit 3.
     _ = app.backend

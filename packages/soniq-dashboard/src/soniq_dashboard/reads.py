@@ -1,6 +1,6 @@
 """Every store read the dashboard makes, one async method per question a page asks.
 
-Each method maps onto the backend protocol's reads (protocol 2): `job_counts`
+Each method maps onto the backend protocol's reads: `job_counts`
 for the overview's counts, `job_activity` for the hour and day windows,
 `job_page` and `dead_letter_page` for keyset-paginated listings, `queue_names`,
 `list_workers`, whose rows carry the exact shutdown state and what the
@@ -25,11 +25,24 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, cast
 
 from soniq import Soniq, features
-from soniq.backend import DeadLetterStore, OperatorReads, QueueStore, ScheduleStore, has_role
-from soniq.limits import describe
-from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobCursor, JobPageParams, LimitScope
-from soniq.records import ActivityBucket, JobStatus, QueueCounts
-from soniq.redaction import redact_data, redact_text
+from soniq.backend import (
+    ActivityBucket,
+    DeadLetterPageParams,
+    DeadLetterStore,
+    JobActivityParams,
+    JobCountsParams,
+    JobCursor,
+    JobPageParams,
+    JobStatus,
+    LimitScope,
+    OperatorReads,
+    QueueCounts,
+    QueueStore,
+    ScheduleStore,
+    has_role,
+)
+from soniq.observers import describe_limit as describe
+from soniq.observers import redact_data, redact_text
 
 PAGE_SIZE = 50
 PREVIEW_CHARS = 120
@@ -85,7 +98,7 @@ class Overview:
     workers_running: int
     workers_total: int
     queue_limits: dict[str, str] = field(default_factory=dict)
-    """Queue name -> its fleet-wide limits in words (issue 19), as this app declares them."""
+    """Queue name -> its fleet-wide limits in words, as this app declares them."""
     job_limits: list[tuple[str, str]] = field(default_factory=list)
     """(job name, its limits in words) for every job of this app that declares limits."""
     activity: list[ActivityBucket] = field(default_factory=list)
@@ -266,7 +279,7 @@ def trace_id_of(trace_context: Any) -> str | None:
 
 
 class DashboardReads:
-    """The dashboard's questions to the store, each answered by protocol 2's reads."""
+    """The dashboard's questions to the store, each answered by the OperatorReads and DeadLetterStore roles' reads."""
 
     def __init__(self, app: Soniq) -> None:
         self.app = app
@@ -337,7 +350,7 @@ class DashboardReads:
             # An id is one primary-key probe; `search` in the page read would be a scan filtered by
             # "id or name prefix", which finds an old id only after walking every newer row.
             found = await self.app.get_job(search)
-            # `get_job` also answers for a dead letter (issue 12); those have their own page.
+            # `get_job` also answers for a dead letter; those have their own page.
             if found is not None and found.get("status") != "dead_letter":
                 return Page(rows=[mark_scheduled(found, _now())], next_cursor=None)
         backend = await self._backend()

@@ -79,7 +79,7 @@ def _from_job(task: Task[Any, Any], job: Job, config: BackendConfig, *, running:
     runs = job.attempts + (1 if job.status in ("processing", "done") or running else 0)
     errors = [e for e in [parse_error(job.last_error)] if e is not None]
     if job.status == "cancelled":
-        # A running job can be cancelled too (issue 19); its handler had started.
+        # A running job can be cancelled too; its handler had started.
         how = "cancelled while it ran" if job.started_at is not None else "cancelled before it ran"
         errors.append(TaskError(exception_class_path="soniq.SoniqError", traceback=how))
     args, kwargs = _call_args(job.args)

@@ -16,17 +16,21 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any
 
-from soniq.backend import BackendCapabilities
-from soniq.errors import InvalidURLError, SoniqError
-from soniq.params import (
+from soniq.backend import (
     AcquireLeaseParams,
+    ActivityBucket,
+    BackendCapabilities,
     CancelJobParams,
+    CancelOutcome,
     CancelRequestsParams,
     ClaimJobsParams,
     CompleteJobsParams,
-    DeadLetterFilter,
     DeadLetterJobParams,
+    DeadLetterPage,
     DeadLetterPageParams,
+    DeadLetterReason,
+    DeadLetterRecord,
+    DeadLetterStats,
     DeadLetterStatsParams,
     DeleteDeadLettersParams,
     DeleteJobParams,
@@ -43,16 +47,22 @@ from soniq.params import (
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
+    JobPage,
     JobPageParams,
-    ListDeadLetterParams,
-    ListJobsParams,
+    JobRecord,
+    JobStatus,
+    LeaseRecord,
     ListSchedulesParams,
     MarkStartedParams,
+    MigrationStep,
     NackJobParams,
+    NewJob,
     PrepareWorkerParams,
     PruneDeadLettersParams,
     PruneJobsParams,
     PurgeDeadLetterParams,
+    QueueCounts,
+    QueueStats,
     QueueStatsParams,
     RegisterWorkerParams,
     ReleaseLeaseParams,
@@ -61,37 +71,22 @@ from soniq.params import (
     RequestCancelParams,
     RescueJobsParams,
     RetryJobParams,
+    ScheduleRecord,
+    SchemaReport,
+    SchemaStatus,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    StaleScan,
     UpsertScheduleParams,
     WaitForJobChangesParams,
     WaitForJobsParams,
     WatchJobsParams,
-)
-from soniq.records import (
-    ActivityBucket,
-    CancelOutcome,
-    DeadLetterPage,
-    DeadLetterReason,
-    DeadLetterRecord,
-    DeadLetterStats,
-    JobPage,
-    JobRecord,
-    JobStatus,
-    LeaseRecord,
-    MigrationStep,
-    NewJob,
-    QueueCounts,
-    QueueStats,
-    ScheduleRecord,
-    SchemaReport,
-    SchemaStatus,
-    StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
+from soniq.errors import InvalidURLError, SoniqError
 from soniq_memory import cancel, changes, dependencies, reads, schedules
 from soniq_memory.claim import claim_rows
 from soniq_memory.dependencies import Finish
@@ -120,19 +115,6 @@ _CAPABILITIES = BackendCapabilities(
     push_job_changes=True,
 )
 _URL_OPTIONS = ("namespace",)
-
-
-def dead_letter_matches(wanted: DeadLetterFilter, row: DeadLetterRecord) -> bool:
-    """Whether a dead-letter row passes every field of the filter."""
-    moved = row.moved_to_dead_letter_at
-    return (
-        (wanted.job_names is None or row.job_name in wanted.job_names)
-        and (wanted.queues is None or row.queue in wanted.queues)
-        and (wanted.reasons is None or row.dead_letter_reason in wanted.reasons)
-        and (wanted.moved_from is None or moved >= wanted.moved_from)
-        and (wanted.moved_to is None or moved <= wanted.moved_to)
-        and (wanted.resurrected is None or (row.resurrection_count > 0) == wanted.resurrected)
-    )
 
 
 class MemoryBackend:
@@ -267,18 +249,6 @@ class MemoryBackend:
         with self._store.lock:
             row = self._store.jobs.get(params.job_id)
             return self._store.export_job(row) if row is not None else None
-
-    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
-        queue, status, limit, offset = params.queue, params.status, params.limit, params.offset
-        with self._store.lock:
-            rows = [
-                row
-                for row in self._store.jobs.values()
-                if (queue is None or row.queue == queue) and (status is None or row.status == status)
-            ]
-            rows.sort(key=lambda row: (row.created_at, row.id), reverse=True)
-            page = rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]
-            return [self._store.export_job(row, include_result=params.include_results) for row in page]
 
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
         store = self._store
@@ -517,18 +487,6 @@ class MemoryBackend:
 
     # -- dead letters ----------------------------------------------------------
 
-    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
-        queue, limit, offset = params.queue, params.limit, params.offset
-        wanted = params.filter
-        with self._store.lock:
-            rows = [
-                row
-                for row in self._store.dead_letters.values()
-                if (queue is None or row.queue == queue) and (wanted is None or dead_letter_matches(wanted, row))
-            ]
-            rows.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id), reverse=True)
-            return [self._store.export_dead(row) for row in rows[max(offset, 0) : max(offset, 0) + max(limit, 0)]]
-
     async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         with self._store.lock:
             row = self._store.dead_letters.get(params.job_id)
@@ -571,7 +529,7 @@ class MemoryBackend:
             self._store.dead_raw_args.pop(params.job_id, None)
             return self._store.dead_letters.pop(params.job_id, None) is not None
 
-    # -- issue 12 (compat-store): deleting jobs and bulk dead-letter operations --
+    # -- deleting jobs and bulk dead-letter operations --
 
     async def delete_job(self, params: DeleteJobParams, /) -> bool:
         store = self._store
@@ -587,7 +545,7 @@ class MemoryBackend:
     async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
         store = self._store
         with store.lock:
-            matching = [row for row in store.dead_letters.values() if dead_letter_matches(params.filter, row)]
+            matching = [row for row in store.dead_letters.values() if reads.filter_matches(params.filter, row)]
             matching.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id))
             deleted = {row.id for row in matching[: max(params.limit, 0)]}
             for job_id in deleted:
@@ -600,7 +558,7 @@ class MemoryBackend:
             rows = [
                 row
                 for row in self._store.dead_letters.values()
-                if params.filter is None or dead_letter_matches(params.filter, row)
+                if params.filter is None or reads.filter_matches(params.filter, row)
             ]
             moved = [row.moved_to_dead_letter_at for row in rows]
             return DeadLetterStats(
@@ -630,7 +588,7 @@ class MemoryBackend:
     async def queue_names(self) -> list[str]:
         return reads.queue_names(self._store)
 
-    # -- schema status (compat-surface) --
+    # -- schema status --
 
     async def schema_status(self) -> SchemaStatus:
         # An in-process store has no schema to upgrade: it is always the shape this code knows.
@@ -642,7 +600,7 @@ class MemoryBackend:
             details={"namespace": self.namespace},
         )
 
-    # -- schedules, leader lease, pruning (issue 14) -------------------------
+    # -- schedules, leader lease, pruning -------------------------
 
     async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
         with self._store.lock:
@@ -708,7 +666,7 @@ class MemoryBackend:
         with self._store.lock:
             return schedules.prune_dead_letters(self._store, params)
 
-    # -- protocol 4: cancelling running jobs, waiting for jobs ----------------
+    # -- cancelling running jobs, waiting for jobs ----------------
 
     async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
         with self._store.lock:

@@ -1,4 +1,4 @@
-"""Cancelling a job whatever its status, in the memory store (protocol 4).
+"""Cancelling a job whatever its status, in the memory store.
 
 Each function runs under the store's lock: a request on a `queued` row is a
 plain cancel (its dependents follow in the same step); on a `processing` row it
@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from soniq.params import FinishCancelParams
-from soniq.records import CancelOutcome, JobStatus
+from soniq.backend import CancelOutcome, FinishCancelParams, JobStatus
 from soniq_memory.dependencies import Finish
 from soniq_memory.store import MemoryStore
 

@@ -1,4 +1,4 @@
-"""Waiting for jobs in the memory store (protocol 4).
+"""Waiting for jobs in the memory store.
 
 Every backend instance on a store shares its waiters, so a finish or a cancel
 request made through any of them, from any thread, wakes every waiter on that
@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 
-from soniq.records import JobStatus
+from soniq.backend import JobStatus
 from soniq_memory.store import MemoryStore
 
 _FINISHED = (JobStatus.DONE, JobStatus.CANCELLED)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from soniq.params import ClaimJobsParams
-from soniq.records import JobRecord, JobStatus
+from soniq.backend import ClaimJobsParams, JobRecord, JobStatus
 from soniq_memory.limits import LimitGate
 from soniq_memory.store import MemoryStore
 

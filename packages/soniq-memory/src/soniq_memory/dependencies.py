@@ -1,4 +1,4 @@
-"""Job dependencies in the memory store (protocol 4).
+"""Job dependencies in the memory store.
 
 `plan_inserts` reads each dependency and asks core's `soniq.backend.rules.plan_insert`,
 before anything is written, for each new row's `waiting_on` (or that it starts `cancelled`),
@@ -12,21 +12,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from datetime import datetime
+from typing import Protocol
 
-from soniq.backend import rules
+from soniq.backend import DeadLetterRecord, JobRecord, JobStatus, NewJob, rules
 from soniq.backend.rules import DependencyState, InsertPlan
 from soniq.errors import UnknownDependencyError
-from soniq.records import JobStatus, NewJob
 
-if TYPE_CHECKING:
-    from soniq_memory.store import MemoryStore
+
+class DependencyRows(Protocol):
+    """What the dependency rules read and write of the memory store (`soniq_memory.store.MemoryStore`)."""
+
+    jobs: dict[str, JobRecord]
+    dead_letters: dict[str, DeadLetterRecord]
+    dependents: dict[str, list[str]]
+
+    def now(self) -> datetime: ...
+
+    def put_job(self, record: JobRecord) -> None: ...
+
+    def wake(self, queue: str) -> None: ...
+
+    def publish_change(self, job_id: str, *, always: bool = False) -> None: ...
+
 
 Finish = DependencyState
 """How a row stopped being pending, as its dependents see it (core's `rules.DependencyState`)."""
 
 
-def _state(store: MemoryStore, dep_id: str, batch: dict[str, JobStatus]) -> DependencyState:
+def _state(store: DependencyRows, dep_id: str, batch: dict[str, JobStatus]) -> DependencyState:
     """A dependency as it stands now (the caller checked it is a job row, a dead letter or earlier in the call)."""
     status = batch.get(dep_id)
     if status is None:
@@ -37,7 +51,7 @@ def _state(store: MemoryStore, dep_id: str, batch: dict[str, JobStatus]) -> Depe
     return rules.state_of_row(status)
 
 
-def plan_inserts(store: MemoryStore, jobs: Sequence[NewJob], aliases: dict[str, str]) -> list[InsertPlan]:
+def plan_inserts(store: DependencyRows, jobs: Sequence[NewJob], aliases: dict[str, str]) -> list[InsertPlan]:
     """One plan per job (`rules.plan_insert`); raises `UnknownDependencyError` naming every missing id of the call.
 
     `aliases` maps the id of a job deduplicated onto an existing row to that row's id;
@@ -64,12 +78,12 @@ def plan_inserts(store: MemoryStore, jobs: Sequence[NewJob], aliases: dict[str, 
     return plans
 
 
-def record_edges(store: MemoryStore, row_id: str, pending: Sequence[str]) -> None:
+def record_edges(store: DependencyRows, row_id: str, pending: Sequence[str]) -> None:
     for dep_id in pending:
         store.dependents.setdefault(dep_id, []).append(row_id)
 
 
-def settle(store: MemoryStore, job_id: str, how: DependencyState) -> None:
+def settle(store: DependencyRows, job_id: str, how: DependencyState) -> None:
     """Apply `rules.on_dependency_finished` to each dependent of a row that just finished, and to
     the dependents of every row that cancels in turn (as `cancelled`)."""
     stack = [(job_id, DependencyState(how))]

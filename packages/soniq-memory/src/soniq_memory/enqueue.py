@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
-from soniq.records import DependencyPolicy, JobRecord, JobStatus, NewJob
+from soniq.backend import DependencyPolicy, JobRecord, JobStatus, NewJob
 from soniq_memory import dependencies
 from soniq_memory.store import MemoryStore, json_copy
 

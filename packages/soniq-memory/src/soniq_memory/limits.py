@@ -1,4 +1,4 @@
-"""Fleet-wide limits inside the memory claim (protocol 4).
+"""Fleet-wide limits inside the memory claim.
 
 The claim holds the store's lock from the first count to the last write, so
 no other claim can slip between a check and its claim. Concurrency is counted
@@ -15,10 +15,8 @@ from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 
-from soniq.backend import rules
+from soniq.backend import GroupLimit, JobRecord, JobStatus, rules
 from soniq.backend.rules import LimitGroup
-from soniq.params import GroupLimit
-from soniq.records import JobRecord, JobStatus
 from soniq_memory.store import MemoryStore, RateKey
 
 Group = tuple[int, LimitGroup]

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from soniq.params import Rescue, RescueAction
-from soniq.records import JobStatus, StaleScan, WorkerStatus
+from soniq.backend import JobStatus, Rescue, RescueAction, StaleScan, WorkerStatus
 from soniq_memory.store import MemoryStore
 
 

@@ -1,4 +1,4 @@
-"""Schedules, the leader lease and pruning in the memory store (issue 14).
+"""Schedules, the leader lease and pruning in the memory store.
 
 Each function runs under the store's lock, without awaiting, so a fire or an
 acquire is atomic against every other caller sharing the store.
@@ -9,16 +9,18 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from soniq.params import (
+from soniq.backend import (
     AcquireLeaseParams,
     DueSchedulesParams,
+    JobStatus,
+    LeaseRecord,
     PruneDeadLettersParams,
     PruneJobsParams,
     ReleaseLeaseParams,
+    ScheduleRecord,
     SetSchedulePausedParams,
     UpsertScheduleParams,
 )
-from soniq.records import JobStatus, LeaseRecord, ScheduleRecord
 from soniq_memory.store import MemoryStore, json_copy
 
 _FINISHED = (JobStatus.DONE, JobStatus.CANCELLED)

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from soniq.decoding import decode_args
-from soniq.records import (
+from soniq.backend import (
     DeadLetterReason,
     DeadLetterRecord,
     JobRecord,
@@ -25,6 +24,7 @@ from soniq.records import (
     LeaseRecord,
     ScheduleRecord,
     WorkerRecord,
+    decode_args,
 )
 from soniq_memory import dependencies
 from soniq_memory.dependencies import Finish
@@ -86,7 +86,7 @@ class MemoryStore:
     schedules: dict[str, ScheduleRecord] = field(default_factory=dict)
     leases: dict[str, LeaseRecord] = field(default_factory=dict)
     dependents: dict[str, list[str]] = field(default_factory=dict)
-    """Dependency id -> ids of the rows enqueued waiting for it (protocol 4), dropped once it finishes."""
+    """Dependency id -> ids of the rows enqueued waiting for it, dropped once it finishes."""
     watched: set[str] = field(default_factory=set)
     """Ids whose finishing write publishes a change (`watch_jobs`)."""
     rate_windows: dict[RateKey, tuple[int, int]] = field(default_factory=dict)
@@ -208,7 +208,7 @@ class MemoryStore:
                 continue
             waiter.loop.call_soon_threadsafe(_resolve, waiter.future)
 
-    # -- job changes (protocol 4) --------------------------------------------------
+    # -- job changes --------------------------------------------------
 
     def add_change_waiter(self, job_ids: frozenset[str]) -> _ChangeWaiter:
         loop = asyncio.get_running_loop()

@@ -86,7 +86,7 @@ NACK_WRITTEN: Final = "soniq.nack.written"
 """False when the store could not be reached or the row was no longer this worker's."""
 NACK_ERROR: Final = "soniq.nack.error"
 
-# -- schedules (issue 14) ----------------------------------------------------------
+# -- schedules ----------------------------------------------------------
 
 SPAN_SCHEDULE_FIRE: Final = "soniq.schedule.fire"
 SCHEDULE_NAME: Final = "soniq.schedule.name"

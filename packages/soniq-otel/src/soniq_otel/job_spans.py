@@ -20,9 +20,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanContext, SpanKind, Status, StatusCode, Tracer
 
 from soniq.errors import SoniqError
-from soniq.observers import EnqueueEvent, JobEndEvent, JobStartEvent
-from soniq.outcomes import HandlerKind, JobOutcome
-from soniq.redaction import redact_text
+from soniq.observers import EnqueueEvent, HandlerKind, JobEndEvent, JobOutcome, JobStartEvent, redact_text
 from soniq_otel import attributes as a
 
 FAILED_OUTCOMES = frozenset(outcome for outcome in JobOutcome if outcome.failed)

@@ -11,6 +11,7 @@ from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
+from soniq import Settings
 from soniq.observers import (
     BaseObserver,
     EnqueueEvent,
@@ -21,7 +22,6 @@ from soniq.observers import (
     ShutdownNotice,
     TransitionEvent,
 )
-from soniq.settings import Settings
 from soniq_otel import attributes as a
 from soniq_otel.job_spans import JobTracing
 from soniq_otel.metrics import JobMetrics

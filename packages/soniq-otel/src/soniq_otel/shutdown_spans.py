@@ -19,8 +19,7 @@ from opentelemetry.context import Context
 from opentelemetry.trace import Link, Span, SpanKind, Status, StatusCode, Tracer
 from opentelemetry.util.types import AttributeValue
 
-from soniq.observers import NackEvent, ShutdownInfo, ShutdownNotice, TransitionEvent
-from soniq.worker.state import WorkerState
+from soniq.observers import NackEvent, ShutdownInfo, ShutdownNotice, TransitionEvent, WorkerState
 from soniq_otel import attributes as a
 
 Attributes = dict[str, AttributeValue]

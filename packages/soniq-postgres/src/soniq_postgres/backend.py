@@ -4,7 +4,7 @@ Claims use ``FOR UPDATE SKIP LOCKED`` in one statement; every write about a
 claimed row is fenced by ``status = 'processing' AND worker_id = <caller>``;
 wake-ups travel over LISTEN/NOTIFY on one dedicated connection per backend,
 with a plain sleep as the fallback (``listen=False``, or behind PgBouncer in
-transaction mode without a direct ``listen_url``). Job changes (protocol 4)
+transaction mode without a direct ``listen_url``). Job changes
 share that connection on a second channel. Dependencies live in
 `soniq_postgres.dependencies`, the limited claim in `soniq_postgres.limits`.
 """
@@ -22,17 +22,20 @@ from typing import Any
 
 import asyncpg
 
-from soniq.backend import BackendCapabilities
-from soniq.backend.event_loops import EventLoopBinding
-from soniq.errors import JobArgumentsError, SoniqError
-from soniq.params import (
+from soniq.backend import (
     AcquireLeaseParams,
+    ActivityBucket,
+    BackendCapabilities,
     CancelJobParams,
+    CancelOutcome,
     CancelRequestsParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    DeadLetterPage,
     DeadLetterPageParams,
+    DeadLetterRecord,
+    DeadLetterStats,
     DeadLetterStatsParams,
     DeleteDeadLettersParams,
     DeleteJobParams,
@@ -49,16 +52,22 @@ from soniq.params import (
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
+    JobPage,
     JobPageParams,
-    ListDeadLetterParams,
-    ListJobsParams,
+    JobRecord,
+    JobStatus,
+    LeaseRecord,
     ListSchedulesParams,
     MarkStartedParams,
+    MigrationStep,
     NackJobParams,
+    NewJob,
     PrepareWorkerParams,
     PruneDeadLettersParams,
     PruneJobsParams,
     PurgeDeadLetterParams,
+    QueueCounts,
+    QueueStats,
     QueueStatsParams,
     RegisterWorkerParams,
     ReleaseLeaseParams,
@@ -67,41 +76,28 @@ from soniq.params import (
     RequestCancelParams,
     RescueJobsParams,
     RetryJobParams,
+    ScheduleRecord,
+    SchemaReport,
+    SchemaStatus,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    StaleScan,
     UpsertScheduleParams,
     WaitForJobChangesParams,
     WaitForJobsParams,
     WatchJobsParams,
-)
-from soniq.records import (
-    ActivityBucket,
-    CancelOutcome,
-    DeadLetterPage,
-    DeadLetterRecord,
-    DeadLetterStats,
-    JobPage,
-    JobRecord,
-    JobStatus,
-    LeaseRecord,
-    MigrationStep,
-    NewJob,
-    QueueCounts,
-    QueueStats,
-    ScheduleRecord,
-    SchemaReport,
-    SchemaStatus,
-    StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
+from soniq.backend.event_loops import EventLoopBinding
+from soniq.errors import JobArgumentsError, SoniqError
 from soniq_postgres import dependencies, legacy_010, limits, migrations, pooling, reads, schedules, schema_setup
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
-from soniq_postgres.queries import DEAD_COLUMNS, Queries, dead_letter_conditions
+from soniq_postgres.queries import Queries, dead_letter_conditions
 from soniq_postgres.rows import (
     affected,
     claim_order,
@@ -340,13 +336,13 @@ class PostgresBackend:
             ) from None
 
     async def _insert_waiting(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> list[str]:
-        """Jobs with dependencies (protocol 4): validated and linked in one transaction or savepoint."""
+        """Jobs with dependencies: validated and linked in one transaction or savepoint."""
         return await dependencies.insert_with_dependencies(
             conn, self._dependency_sql, jobs, wake_channel=self._options.channel, payload=payload
         )
 
     async def _insert_keyed(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> list[str]:
-        """One INSERT ... ON CONFLICT for jobs with dedup keys (issue 12); the stored id of each job."""
+        """One INSERT ... ON CONFLICT for jobs with dedup keys; the stored id of each job."""
         rows = await conn.fetch(
             self._queries.enqueue_keyed,
             *job_arrays(jobs),
@@ -425,20 +421,6 @@ class PostgresBackend:
             row = await conn.fetchrow(self._queries.get_job, params.job_id)
         return None if row is None else job_record(row)
 
-    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
-        queue, status = params.queue, params.status
-        args: list[Any] = []
-        if queue is not None:
-            args.append(queue)
-        if status is not None:
-            args.append(JobStatus(status).value)
-        sql = self._queries.list_jobs(
-            by_queue=queue is not None, by_status=status is not None, with_results=params.include_results
-        )
-        async with self._connection() as conn:
-            rows = await conn.fetch(sql, *args, params.limit, params.offset)
-        return [job_record(row) for row in rows]
-
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
         async with self._connection() as conn:
             written = await self._settle(conn, self._queries.cancel, params.job_id, ended=dependencies.CANCELLED)
@@ -473,7 +455,7 @@ class PostgresBackend:
             rows = await conn.fetch(sql, params.worker_id, limit, params.mark_started, *args)
         return sorted((job_record(row) for row in rows), key=claim_order)
 
-    # -- protocol 4: cancelling running jobs, waiting for jobs ----------------
+    # -- cancelling running jobs, waiting for jobs ----------------
 
     async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
         job_id = params.job_id
@@ -596,7 +578,7 @@ class PostgresBackend:
         self, conn: asyncpg.Connection, guarded: str, full: str, ids: list[str], worker_id: str, *rest: list[Any]
     ) -> set[str]:
         """One statement for the rows nobody depends on; the rows it left (with dependents, or lost
-        by this worker) again, in a transaction that resolves their dependents (protocol 4)."""
+        by this worker) again, in a transaction that resolves their dependents."""
         changes = self._options.changes_channel
         rows = await conn.fetch(guarded, ids, worker_id, *rest, changes)
         written = {row["id"] for row in rows}
@@ -779,30 +761,6 @@ class PostgresBackend:
 
     # -- dead letters ------------------------------------------------------
 
-    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
-        queue, limit, offset = params.queue, params.limit, params.offset
-        if params.filter is not None:
-            return await self._list_dead_filtered(params)
-        sql = self._queries.list_dead(by_queue=queue is not None)
-        args: tuple[Any, ...] = (queue, limit, offset) if queue is not None else (limit, offset)
-        async with self._connection() as conn:
-            rows = await conn.fetch(sql, *args)
-        return [dead_letter_record(row) for row in rows]
-
-    async def _list_dead_filtered(self, params: ListDeadLetterParams) -> list[DeadLetterRecord]:
-        conditions, args = dead_letter_conditions(params.filter, first=1)
-        if params.queue is not None:
-            args.append(params.queue)
-            conditions.append(f"queue = ${len(args)}")
-        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-        sql = (
-            f"SELECT {DEAD_COLUMNS} FROM {self._queries.dead} {where} "
-            f"ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT ${len(args) + 1} OFFSET ${len(args) + 2}"
-        )
-        async with self._connection() as conn:
-            rows = await conn.fetch(sql, *args, max(params.limit, 0), max(params.offset, 0))
-        return [dead_letter_record(row) for row in rows]
-
     async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         async with self._connection() as conn:
             row = await conn.fetchrow(self._queries.get_dead, params.job_id)
@@ -827,7 +785,7 @@ class PostgresBackend:
         async with self._connection() as conn:
             return affected(await conn.execute(self._queries.purge_dead, params.job_id)) == 1
 
-    # -- issue 12 (compat-store): deleting jobs and bulk dead-letter operations ----
+    # -- deleting jobs and bulk dead-letter operations ----
 
     async def delete_job(self, params: DeleteJobParams, /) -> bool:
         async with self._connection() as conn:
@@ -912,14 +870,14 @@ SELECT (SELECT count(*) FROM d) AS total,
         async with self._connection() as conn:
             return await reads.queue_names(conn, quote_ident(self._queries.schema))
 
-    # -- schema status (compat-surface) --
+    # -- schema status --
 
     async def schema_status(self) -> SchemaStatus:
         # The pool only: connect() would apply missing migrations, and this must report them instead.
         pool = await self._ensure_pool()
         schema = self._options.schema
         async with translated(self._options), pool.acquire() as conn:
-            # issue 13: a 0.1.0 or unknown schema's soniq_migrations rows are not our steps.
+            # a 0.1.0 or unknown schema's soniq_migrations rows are not our steps.
             family, _ = await legacy_010.detect(conn, schema, migrations.LATEST_VERSION)
             table = await conn.fetchval("SELECT to_regclass($1)", f"{quote_ident(schema)}.soniq_migrations")
             rows = (
@@ -940,7 +898,7 @@ SELECT (SELECT count(*) FROM d) AS total,
             details={"schema": schema, "family": family.value},
         )
 
-    # -- schedules, leader lease, pruning (issue 14; soniq_postgres.schedules) --
+    # -- schedules, leader lease, pruning --
 
     async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
         async with self._connection() as conn:

@@ -14,8 +14,8 @@ from typing import Any
 
 import asyncpg
 
+from soniq.backend import redact_text
 from soniq.errors import BackendUnavailableError
-from soniq.redaction import redact_text
 from soniq_postgres.options import PostgresOptions
 
 START_HINT = (

@@ -1,4 +1,4 @@
-"""Job dependencies on PostgreSQL (protocol 4): enqueue with `depends_on`, and resolution.
+"""Job dependencies on PostgreSQL: enqueue with `depends_on`, and resolution.
 
 An edge row ``(dependency_id, job_id)`` in `soniq_job_dependencies` stands for each
 dependency a queued row still waits for, and the dependency's row carries
@@ -26,10 +26,9 @@ from typing import TypeVar
 
 import asyncpg
 
-from soniq.backend import rules
+from soniq.backend import DependencyPolicy, NewJob, rules
 from soniq.backend.rules import DependencyState
 from soniq.errors import UnknownDependencyError
-from soniq.records import DependencyPolicy, NewJob
 from soniq_postgres.queries import Queries
 from soniq_postgres.rows import job_arrays
 

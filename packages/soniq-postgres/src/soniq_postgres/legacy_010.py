@@ -18,8 +18,8 @@ from typing import Any
 
 import asyncpg
 
-from soniq.dedup import unique_key
-from soniq.schema_state import LegacyWorkersActiveError, SchemaFamily, SchemaStateError
+from soniq.backend import SchemaFamily, unique_key
+from soniq.errors import LegacyWorkersActiveError, SchemaStateError
 from soniq_postgres.options import quote_ident
 
 LEGACY_VERSIONS = frozenset({"0001", "0002", "0003", "0004", "0005"})

@@ -1,4 +1,4 @@
-"""The limited claim (protocol 4): fleet-wide `max_concurrent` and `rate_limit` inside the claim.
+"""The limited claim: fleet-wide `max_concurrent` and `rate_limit` inside the claim.
 
 Only claims with `ClaimJobsParams.limits` come here; the unlimited claim is the one
 statement in `queries.Queries.claim` and counts nothing. A limited claim is one
@@ -35,10 +35,8 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from soniq.backend import rules
+from soniq.backend import ClaimJobsParams, GroupLimit, JobRecord, LimitScope, rules
 from soniq.backend.rules import LimitGroup
-from soniq.params import ClaimJobsParams, GroupLimit, LimitScope
-from soniq.records import JobRecord
 from soniq_postgres.migrations import LIMITS_LOCK
 from soniq_postgres.queries import JOB_COLUMNS, Queries
 from soniq_postgres.rows import job_record

@@ -11,7 +11,7 @@ payload means "any queue"). A caller that remembers the counter from before
 its last claim can then tell that something arrived in between, closing the
 gap between an empty claim and the next wait.
 
-Job changes (protocol 4) arrive on a second channel of the same connection,
+Job changes arrive on a second channel of the same connection,
 one job id per notification. Each wakes the waiters for that id; a change
 that finds no waiter is kept (a bounded, oldest-first memory) until a wait
 for that id takes it, so a change published between a caller's read and its

@@ -19,7 +19,7 @@ from soniq_postgres.options import quote_ident
 MIGRATION_LOCK = 0x50C1_0001
 RECOVERY_LOCK = 0x50C1_0002
 LIMITS_LOCK = 0x50C1_0003
-"""Serialises the claims that pass fleet-wide limits (issue 19), per namespace."""
+"""Serialises the claims that pass fleet-wide limits, per namespace."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +174,6 @@ CREATE INDEX IF NOT EXISTS soniq_jobs_expires_idx
     ON {schema}.soniq_jobs (expires_at) WHERE expires_at IS NOT NULL;
 """,
     ),
-    # -- issue 12 (compat-store) ---------------------------------------------
     Migration(
         5,
         "deduplicated enqueue and producer id",
@@ -187,7 +186,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS soniq_jobs_dedup_idx
     ON {schema}.soniq_jobs (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL;
 """,
     ),
-    # -- issue 19 (backend protocol 4) -----------------------------------------
+    # -- dependencies, limits, cancel requests and job changes --------------------
     Migration(
         6,
         "dependencies, fleet-wide limits, cancel requests and watched jobs",
@@ -239,7 +238,7 @@ CREATE TABLE IF NOT EXISTS {schema}.soniq_rate_windows (
 );
 """,
     ),
-    # -- issue 18 (performance, round two) ---------------------------------------
+    # -- a claim index of queued rows only ----------------------------------------
     Migration(
         7,
         "queued rows only in the claim indexes",
@@ -271,7 +270,7 @@ async def applied_versions(connection: asyncpg.Connection, schema: str) -> set[i
 
 async def is_current(connection: asyncpg.Connection, schema: str) -> bool:
     """Cheap check, taken without the lock, that nothing is left to apply."""
-    # issue 13 hook: a 0.1.0 (or any other) schema is never current, whatever it records.
+    # a 0.1.0 (or any other) schema is never current, whatever it records.
     from soniq_postgres.legacy_010 import detect
 
     family, applied = await detect(connection, schema, LATEST_VERSION)
@@ -283,7 +282,7 @@ async def migrate(connection: asyncpg.Connection, schema: str) -> list[int]:
     quoted = quote_ident(schema)
     async with connection.transaction():
         await connection.execute("SELECT pg_advisory_xact_lock($1, hashtext($2))", MIGRATION_LOCK, schema)
-        # issue 13 hook: refuse (changing nothing) a schema that is not ours or empty.
+        # refuse (changing nothing) a schema that is not ours or empty.
         from soniq_postgres.legacy_010 import detect, needs_setup, refusal
 
         family, found = await detect(connection, schema, LATEST_VERSION)

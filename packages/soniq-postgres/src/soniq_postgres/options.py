@@ -18,9 +18,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
+from soniq.backend import redact_text, redact_url
 from soniq.backend.options import parse_bool
 from soniq.errors import InvalidURLError
-from soniq.redaction import redact_text, redact_url
 
 DEFAULT_SCHEMA = "public"
 BASE_CHANNEL = "soniq_new_job"
@@ -119,7 +119,7 @@ class PostgresOptions:
 
     @property
     def changes_channel(self) -> str:
-        """The channel of job changes (protocol 4): a watched row finished, or a cancel was requested.
+        """The channel of job changes: a watched row finished, or a cancel was requested.
         Its payload is the job id; it shares the LISTEN connection with `channel`."""
         return _namespaced(CHANGES_CHANNEL, self.schema)
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from soniq.params import DeadLetterFilter
-from soniq.records import DeadLetterReason
+from soniq.backend import DeadLetterFilter, DeadLetterReason
 from soniq_postgres.options import quote_ident
 
 JOB_COLUMNS = (
@@ -36,7 +35,7 @@ _OWNED = "id = $1 AND status = 'processing' AND worker_id = $2"
 
 
 def finished(rows: str, changes: str) -> str:
-    """The result of a terminal write (protocol 4): each written row's id and `has_dependents`,
+    """The result of a terminal write: each written row's id and `has_dependents`,
     and a job change published (delivered on commit) for each written row that is watched.
 
     `rows` names a CTE yielding `id`, `has_dependents` and `watched`; `changes` is the channel parameter.
@@ -88,7 +87,6 @@ WITH inserted AS (
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
         self.notify = "SELECT pg_notify($1, $2)"
-        # -- issue 12 (compat-store) --
         # Jobs with a dedup key. A key a queued row holds hits the partial unique
         # index and becomes a no-op update, whose RETURNING yields that row's id; racing producers
         # wait on the index entry, so exactly one row is stored. $9 keys, $10 producers, $13 limit keys.
@@ -106,7 +104,7 @@ WITH stored AS (
     RETURNING id, dedup_key
 )
 SELECT id, dedup_key, pg_notify($11, $12) FROM stored"""
-        # Terminal writes (protocol 4) return `finished(...)`: the caller resolves the
+        # Terminal writes return `finished(...)`: the caller resolves the
         # dependents of rows with `has_dependents` in the same transaction. $2 is the changes channel.
         self.delete_job = f"""
 WITH gone AS (
@@ -128,7 +126,7 @@ WITH cancelled AS (
 )
 {finished("cancelled", "$2")}"""
 
-        # -- protocol 4: cancelling running jobs, watched jobs --
+        # -- cancelling running jobs, watched jobs --
         # $1 id, $2 changes channel. A queued row is cancelled; a processing one is flagged (its
         # updated_at kept, so stale recovery's fence still holds) and its owner told, always.
         self.request_cancel = f"""
@@ -346,32 +344,8 @@ WITH written AS (
 )
 {finished("written", "$5")}"""
 
-    def list_jobs(self, *, by_queue: bool, by_status: bool, with_results: bool) -> str:
-        conditions: list[str] = []
-        args = 0
-        if by_queue:
-            args += 1
-            conditions.append(f"queue = ${args}")
-        if by_status:
-            args += 1
-            conditions.append(f"status = ${args}")
-        where = f"WHERE {' AND '.join(conditions)}" if conditions else ""
-        columns = JOB_COLUMNS if with_results else JOB_COLUMNS_NO_RESULT
-        return (
-            f"SELECT {columns} FROM {self.jobs} {where} "
-            f"ORDER BY created_at DESC, id DESC LIMIT ${args + 1} OFFSET ${args + 2}"
-        )
 
-    def list_dead(self, *, by_queue: bool) -> str:
-        where = "WHERE queue = $1" if by_queue else ""
-        first = 2 if by_queue else 1
-        return (
-            f"SELECT {DEAD_COLUMNS} FROM {self.dead} {where} "
-            f"ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT ${first} OFFSET ${first + 1}"
-        )
-
-
-# -- issue 12 (compat-store): dead-letter filters ------------------------------
+# -- dead-letter filters ------------------------------
 
 
 def dead_letter_conditions(wanted: DeadLetterFilter | None, *, first: int) -> tuple[list[str], list[Any]]:

@@ -22,10 +22,22 @@ from typing import Any
 
 import asyncpg
 
-from soniq.pagination import activity_buckets, cut, dead_letter_cursor, job_cursor
-from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobPageParams
-from soniq.records import ActivityBucket, DeadLetterPage, JobPage, JobStatus, QueueCounts
-from soniq_postgres.queries import DEAD_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT
+from soniq.backend import (
+    ActivityBucket,
+    DeadLetterPage,
+    DeadLetterPageParams,
+    JobActivityParams,
+    JobCountsParams,
+    JobPage,
+    JobPageParams,
+    JobStatus,
+    QueueCounts,
+    activity_buckets,
+    cut,
+    dead_letter_cursor,
+    job_cursor,
+)
+from soniq_postgres.queries import DEAD_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT, dead_letter_conditions
 from soniq_postgres.rows import dead_letter_record, job_record, utc
 
 _FIVE = ("queued", "processing", "done", "dead_letter", "cancelled")
@@ -173,6 +185,9 @@ async def dead_letter_page(conn: asyncpg.Connection, schema: str, params: DeadLe
     where.any_of("dead_letter_reason", params.reasons)
     where.any_of("queue", params.queues)
     where.names(exact=params.job_name, prefix=params.job_name_prefix, search=params.search)
+    conditions, values = dead_letter_conditions(params.filter, first=len(where.args) + 1)
+    where.clauses.extend(conditions)
+    where.args.extend(values)
     if params.before is not None:
         at, last = where.arg(utc(params.before.at)), where.arg(params.before.id)
         where.add(f"(moved_to_dead_letter_at, id) < ({at}::timestamptz, {last}::text)")

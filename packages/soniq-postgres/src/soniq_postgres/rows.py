@@ -7,8 +7,18 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from soniq.decoding import decode_args, decode_json, join_problems
-from soniq.records import DeadLetterRecord, DependencyPolicy, JobRecord, JobStatus, NewJob, WorkerRecord, WorkerStatus
+from soniq.backend import (
+    DeadLetterRecord,
+    DependencyPolicy,
+    JobRecord,
+    JobStatus,
+    NewJob,
+    WorkerRecord,
+    WorkerStatus,
+    decode_args,
+    decode_json,
+    join_problems,
+)
 
 
 def to_json(value: Any) -> str:

@@ -1,4 +1,4 @@
-"""Schedules, the leader lease and pruning on PostgreSQL (issue 14).
+"""Schedules, the leader lease and pruning on PostgreSQL.
 
 Exactly-once firing: `fire` updates the schedule row only where ``next_run``
 still equals the value core read, inside the transaction that inserts the
@@ -17,17 +17,18 @@ from typing import Any
 
 import asyncpg
 
-from soniq.decoding import decode_args
-from soniq.params import (
+from soniq.backend import (
     AcquireLeaseParams,
     DueSchedulesParams,
+    LeaseRecord,
     PruneDeadLettersParams,
     PruneJobsParams,
     ReleaseLeaseParams,
+    ScheduleRecord,
     SetSchedulePausedParams,
     UpsertScheduleParams,
+    decode_args,
 )
-from soniq.records import LeaseRecord, ScheduleRecord
 from soniq_postgres.options import quote_ident
 from soniq_postgres.rows import affected, to_json, utc
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from soniq.params import SetupSchemaParams
-from soniq.records import SchemaReport
-from soniq.schema_state import SchemaFamily, SchemaStateError
+from soniq.backend import SchemaFamily, SchemaReport, SetupSchemaParams
+from soniq.errors import SchemaStateError
 from soniq_postgres import legacy_010
 from soniq_postgres.migrations import LATEST_VERSION, MIGRATION_LOCK, MIGRATIONS
 from soniq_postgres.options import quote_ident

@@ -17,8 +17,7 @@ from collections.abc import Sequence
 
 import asyncpg
 
-from soniq.params import Rescue, RescueAction
-from soniq.records import StaleScan
+from soniq.backend import Rescue, RescueAction, StaleScan
 from soniq_postgres.migrations import RECOVERY_LOCK
 from soniq_postgres.queries import JOB_COLUMNS, Queries, finished
 from soniq_postgres.rows import job_record, utc

@@ -3,13 +3,11 @@
 A scrape arrives on the HTTP server's thread while the store's client lives on the
 worker's event loop, so the reads are handed to that loop and awaited with a deadline.
 One refresh serves every scrape for `cache_seconds`; a refresh costs one worker listing
-plus, per known queue, one `get_queue_stats` and one `list_jobs` of at most `scan_limit`
-rows (the oldest queued ones), for at most `max_queues` queues. The store has no read
-for "scheduled count" or "oldest queued age" yet, so they come from that bounded
-`list_jobs`: exact while a queue holds at most `scan_limit` queued rows, otherwise the
-scheduled count covers only the oldest `scan_limit` of them. `list_jobs` is the backend role
-`OperatorReads`: on a backend without it every queued row counts as due now (``scheduled`` 0) and
-no oldest age is reported, while the worker and `get_queue_stats` gauges stay exact.
+and one grouped count of the known queues (at most `max_queues`), the `job_counts` read of
+the backend role `OperatorReads`: due and scheduled counts and the oldest due job's age,
+exact at any depth, the same figures the dashboard shows. On a backend without that role it
+costs one `get_queue_stats` per queue instead: every queued row counts as due now
+(``scheduled`` 0) and no oldest age is reported.
 """
 
 from __future__ import annotations
@@ -22,15 +20,15 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from soniq.backend import OperatorReads, has_role
+from soniq.backend import JobCountsParams, OperatorReads, has_role
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.observers import AppReads
 
 logger = logging.getLogger("soniq_prometheus")
 
@@ -58,18 +56,16 @@ class QueueGaugeCollector(Collector):
         *,
         prefix: str = "soniq",
         cache_seconds: float = 5.0,
-        scan_limit: int = 1000,
         read_timeout: float = 5.0,
         max_queues: int = 100,
     ) -> None:
         self.prefix = prefix
         self.cache_seconds = cache_seconds
-        self.scan_limit = scan_limit
         self.read_timeout = read_timeout
         self.max_queues = max_queues
         self.reads = 0
         """Refreshes started so far (each one bounded as the module says)."""
-        self._app: Soniq | None = None
+        self._app: AppReads | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._queues: set[str] = set()
@@ -79,7 +75,7 @@ class QueueGaugeCollector(Collector):
         """Held by the scrape that reads the store; scrapes arriving meanwhile wait and reuse its result."""
         self._refreshing: asyncio.Task[None] | None = None
 
-    def attach(self, app: Soniq, loop: asyncio.AbstractEventLoop) -> None:
+    def attach(self, app: AppReads, loop: asyncio.AbstractEventLoop) -> None:
         self._app = app
         self._loop = loop
         self._loop_thread = threading.get_ident()
@@ -110,24 +106,22 @@ class QueueGaugeCollector(Collector):
             status = str(getattr(worker.status, "value", worker.status))
             snapshot.workers[status] = snapshot.workers.get(status, 0) + 1
         now = datetime.now(UTC)
-        listing = has_role(backend, OperatorReads)
-        for queue in sorted(self._queues):
-            stats = await app.get_queue_stats(queue=queue)
-            queued = stats["queued"]
-            if not listing:  # no `list_jobs` on this backend: no due/scheduled split, no oldest age
-                snapshot.jobs[(queue, "queued")] = queued
+        queues = sorted(self._queues)
+        if has_role(backend, OperatorReads):
+            reads = cast(OperatorReads, backend)
+            for counts in await reads.job_counts(JobCountsParams(queues=queues)):
+                queue = counts.queue
+                snapshot.jobs[(queue, "queued")] = max(0, counts.queued - counts.scheduled)
+                snapshot.jobs[(queue, "scheduled")] = counts.scheduled
+                snapshot.jobs[(queue, "processing")] = counts.processing
+                oldest = counts.oldest_due_at
+                snapshot.oldest_age[queue] = max(0.0, (now - oldest).total_seconds()) if oldest else 0.0
+        else:
+            for queue in queues:
+                stats = await app.get_queue_stats(queue=queue)
+                snapshot.jobs[(queue, "queued")] = stats["queued"]
                 snapshot.jobs[(queue, "scheduled")] = 0
                 snapshot.jobs[(queue, "processing")] = stats["processing"]
-                continue
-            rows = await app.list_jobs(
-                queue=queue, status="queued", limit=self.scan_limit, offset=max(0, queued - self.scan_limit)
-            )
-            due = [row["scheduled_at"] for row in rows if row["scheduled_at"] <= now]
-            scheduled = len(rows) - len(due)
-            snapshot.jobs[(queue, "queued")] = max(0, queued - scheduled)
-            snapshot.jobs[(queue, "scheduled")] = scheduled
-            snapshot.jobs[(queue, "processing")] = stats["processing"]
-            snapshot.oldest_age[queue] = max(0.0, (now - min(due)).total_seconds()) if due else 0.0
         snapshot.up = True
         with self._lock:
             self._snapshot = snapshot
@@ -191,7 +185,7 @@ class QueueGaugeCollector(Collector):
             ),
             GaugeMetricFamily(
                 f"{p}_queue_oldest_job_age_seconds",
-                "How long the longest-waiting due job of the queue has been due; 0 when none is.",
+                "Age since enqueue of the oldest queued job of the queue that is due; 0 when none is.",
                 labels=("queue",),
             ),
             GaugeMetricFamily(

@@ -25,14 +25,14 @@ from soniq.observers import (
     ScheduleFiredEvent,
     TransitionEvent,
     WorkerStartedEvent,
+    WorkerState,
 )
-from soniq.worker.state import WorkerState
 from soniq_prometheus.job_series import DEFAULT_MAX_LABEL_VALUES, JobSeries
 from soniq_prometheus.queue_gauges import QueueGaugeCollector
 from soniq_prometheus.server import MetricsServer
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.observers import AppReads
 
 logger = logging.getLogger("soniq_prometheus")
 
@@ -102,7 +102,7 @@ class PrometheusMetricsSink(BaseObserver):
     ``prometheus`` entry point gives each app a registry of its own. `port` (else the
     app's `metrics_port` setting) makes the worker serve ``/metrics`` from its start to
     STOPPED. Queue gauges are read from the store when scraped, at most once per
-    `queue_cache_seconds`, with `queue_scan_limit` bounding the rows read per queue.
+    `queue_cache_seconds`, in one grouped count of the queues.
     """
 
     def __init__(
@@ -113,7 +113,6 @@ class PrometheusMetricsSink(BaseObserver):
         port: int | None = None,
         addr: str | None = None,
         queue_cache_seconds: float = 5.0,
-        queue_scan_limit: int = 1000,
         queue_read_timeout: float = 5.0,
         max_label_values: int = DEFAULT_MAX_LABEL_VALUES,
     ) -> None:
@@ -177,7 +176,6 @@ class PrometheusMetricsSink(BaseObserver):
         self.queue_gauges = QueueGaugeCollector(
             prefix=prefix,
             cache_seconds=queue_cache_seconds,
-            scan_limit=queue_scan_limit,
             read_timeout=queue_read_timeout,
         )
         reg.register(self.queue_gauges)
@@ -189,18 +187,18 @@ class PrometheusMetricsSink(BaseObserver):
 
     # -- wiring ----------------------------------------------------------------
 
-    def attach(self, app: Soniq, loop: asyncio.AbstractEventLoop | None = None) -> None:
+    def attach(self, app: AppReads, loop: asyncio.AbstractEventLoop | None = None) -> None:
         """Read queue gauges from `app`'s store on `loop` (the running loop by default)."""
         self.queue_gauges.attach(app, loop or asyncio.get_running_loop())
 
     def on_worker_started(self, event: WorkerStartedEvent) -> None:
         self._on_bus = True
-        self.attach(event.app)
+        self.attach(event.reads)
         self.queue_gauges.add_queues(event.queues or ())
         self._enter(event.worker_id, WorkerState.RUNNING.value)
-        port = self.port if self.port is not None else event.app.settings.metrics_port
+        port = self.port if self.port is not None else event.settings.metrics_port
         # Loopback unless the sink's `addr` or the `metrics_host` setting says otherwise.
-        addr = self.addr if self.addr is not None else getattr(event.app.settings, "metrics_host", "127.0.0.1")
+        addr = self.addr if self.addr is not None else getattr(event.settings, "metrics_host", "127.0.0.1")
         if port is not None and self.server is None:
             try:
                 self.server = MetricsServer.start(self.registry, port=port, addr=addr)

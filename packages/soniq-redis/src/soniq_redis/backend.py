@@ -19,22 +19,26 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from soniq.backend import BackendCapabilities
-from soniq.backend.event_loops import EventLoopBinding
-from soniq.errors import SoniqError
-from soniq.limits import check_group_limit
-from soniq.params import (
+from soniq.backend import (
     AcquireLeaseParams,
+    ActivityBucket,
+    BackendCapabilities,
     CancelJobParams,
+    CancelOutcome,
     CancelRequestsParams,
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterFilter,
     DeadLetterJobParams,
+    DeadLetterPage,
     DeadLetterPageParams,
+    DeadLetterReason,
+    DeadLetterRecord,
+    DeadLetterStats,
     DeadLetterStatsParams,
     DeleteDeadLettersParams,
     DeleteJobParams,
+    DependencyPolicy,
     DueSchedulesParams,
     EnqueueJobsParams,
     ExpireUnknownJobsParams,
@@ -49,15 +53,23 @@ from soniq.params import (
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
+    JobPage,
     JobPageParams,
+    JobRecord,
+    JobStatus,
+    LeaseRecord,
     LimitScope,
     ListSchedulesParams,
     MarkStartedParams,
+    MigrationStep,
     NackJobParams,
+    NewJob,
     PrepareWorkerParams,
     PruneDeadLettersParams,
     PruneJobsParams,
     PurgeDeadLetterParams,
+    QueueCounts,
+    QueueStats,
     QueueStatsParams,
     RegisterWorkerParams,
     ReleaseLeaseParams,
@@ -68,38 +80,24 @@ from soniq.params import (
     RescueAction,
     RescueJobsParams,
     RetryJobParams,
+    ScheduleRecord,
+    SchemaReport,
+    SchemaStatus,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    StaleScan,
     UpsertScheduleParams,
     WaitForJobChangesParams,
     WaitForJobsParams,
     WatchJobsParams,
-)
-from soniq.records import (
-    ActivityBucket,
-    CancelOutcome,
-    DeadLetterPage,
-    DeadLetterReason,
-    DeadLetterRecord,
-    DeadLetterStats,
-    DependencyPolicy,
-    JobPage,
-    JobRecord,
-    JobStatus,
-    LeaseRecord,
-    MigrationStep,
-    NewJob,
-    QueueCounts,
-    QueueStats,
-    ScheduleRecord,
-    SchemaReport,
-    SchemaStatus,
-    StaleScan,
     WorkerRecord,
     WorkerStatus,
+    check_group_limit,
 )
+from soniq.backend.event_loops import EventLoopBinding
+from soniq.errors import SoniqError
 from soniq_redis import reads, schedules
 from soniq_redis.cluster import check_mode
 from soniq_redis.connection import RedisTarget, translated_errors
@@ -254,7 +252,8 @@ class RedisBackend:
             try:
                 with translated_errors(self._target, connecting=True):
                     await client.ping()
-                    await check_mode(client, self._target)
+                    target = self._target
+                    await check_mode(client, cluster=target.cluster, where=target.where, url=target.url)
                     scripts = Scripts(client, self.keys.prefix)
                     await scripts.load_all()
                     await self._ensure_schema(client)
@@ -581,7 +580,7 @@ class RedisBackend:
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         return bool(await self._run("purge", params.job_id))
 
-    # -- issue 12 (compat-store): deleting jobs and bulk dead-letter operations ----
+    # -- deleting jobs and bulk dead-letter operations ----
 
     async def delete_job(self, params: DeleteJobParams, /) -> bool:
         return bool(await self._run("delete_job", params.job_id))
@@ -637,7 +636,7 @@ class RedisBackend:
         with translated_errors(self._target):
             return await reads.queue_names(client, self.keys)
 
-    # -- schema status (compat-surface) --
+    # -- schema status --
 
     async def schema_status(self) -> SchemaStatus:
         # A client of its own: connect() writes the schema key, and this must only read it.
@@ -663,7 +662,7 @@ class RedisBackend:
             details={"schema_key": self.keys.schema},
         )
 
-    # -- cancelling running jobs, waiting for jobs (issue 19, protocol 4) --------
+    # -- cancelling running jobs, waiting for jobs --------
 
     async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
         return CancelOutcome(str(await self._run("request_cancel", params.job_id)))
@@ -694,7 +693,7 @@ class RedisBackend:
             return None
         return await wakeups.wait_changes(params.job_ids, params.timeout)
 
-    # -- schedules, leader lease, pruning (issue 14; soniq_redis.schedules) ----
+    # -- schedules, leader lease, pruning ----
 
     async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
         return schedules.schedule_record(await self._run("schedule_upsert", *schedules.upsert_args(params)))

@@ -14,16 +14,13 @@ later with MOVED errors far from the cause).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from soniq.backend import redact_url
 from soniq.errors import BackendUnavailableError, InvalidURLError
-from soniq.redaction import redact_url
-
-if TYPE_CHECKING:
-    from soniq_redis.connection import RedisTarget
 
 HASH_SLOTS = 16384
 
@@ -43,10 +40,9 @@ def is_cluster_client(client: Any) -> bool:
     return isinstance(client, RedisCluster)
 
 
-async def check_mode(client: Redis, target: RedisTarget) -> None:
+async def check_mode(client: Redis, *, cluster: bool, where: str, url: str) -> None:
     """Refuse a cluster that does not serve every slot, and a cluster node behind a plain URL."""
-    where = target.where
-    if target.cluster:
+    if cluster:
         info = await cast(Any, client).cluster_info()
         state = info.get("cluster_state")
         assigned = int(info.get("cluster_slots_assigned", 0))
@@ -61,6 +57,6 @@ async def check_mode(client: Redis, target: RedisTarget) -> None:
     info = await client.info("cluster")
     if str(info.get("cluster_enabled", "0")) == "1":
         raise InvalidURLError(
-            f"Redis at {where} is a Redis Cluster node, but the URL {redact_url(target.url)!r} asks for a single "
+            f"Redis at {where} is a Redis Cluster node, but the URL {redact_url(url)!r} asks for a single "
             "server; use redis+cluster:// (or cluster=true)"
         )

@@ -22,9 +22,10 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from soniq.backend import redact_text, redact_url
 from soniq.backend.options import parse_bool
 from soniq.errors import BackendUnavailableError, InvalidURLError, SoniqError, UnknownDependencyError
-from soniq.redaction import redact_text, redact_url
+from soniq_redis.cluster import cluster_client
 
 SCHEMES = ("redis", "rediss")
 CLUSTER_SUFFIX = "cluster"
@@ -155,8 +156,6 @@ class RedisTarget:
             if self.options[name] is not None:
                 kwargs[name] = self.options[name]
         if self.cluster:
-            from soniq_redis.cluster import cluster_client
-
             return cluster_client(self.url, kwargs)
         return Redis.from_url(self.url, **kwargs)
 

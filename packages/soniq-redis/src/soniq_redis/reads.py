@@ -23,7 +23,20 @@ from typing import Any, TypeVar, cast
 
 from redis.asyncio import Redis
 
-from soniq.pagination import (
+from soniq.backend import (
+    ActivityBucket,
+    DeadLetterFilter,
+    DeadLetterPage,
+    DeadLetterPageParams,
+    DeadLetterRecord,
+    JobActivityParams,
+    JobCountsParams,
+    JobCursor,
+    JobPage,
+    JobPageParams,
+    JobRecord,
+    JobStatus,
+    QueueCounts,
     activity,
     cut,
     dead_letter_cursor,
@@ -31,15 +44,6 @@ from soniq.pagination import (
     job_cursor,
     job_matches,
 )
-from soniq.params import (
-    DeadLetterFilter,
-    DeadLetterPageParams,
-    JobActivityParams,
-    JobCountsParams,
-    JobCursor,
-    JobPageParams,
-)
-from soniq.records import ActivityBucket, DeadLetterPage, DeadLetterRecord, JobPage, JobRecord, JobStatus, QueueCounts
 from soniq_redis.keys import KeySpace
 from soniq_redis.rows import dead_letter_record, from_micros, job_record, text_map, to_micros
 

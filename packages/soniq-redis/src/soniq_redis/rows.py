@@ -13,8 +13,17 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from soniq.decoding import decode_args, decode_json, join_problems
-from soniq.records import DeadLetterRecord, DependencyPolicy, JobRecord, JobStatus, WorkerRecord, WorkerStatus
+from soniq.backend import (
+    DeadLetterRecord,
+    DependencyPolicy,
+    JobRecord,
+    JobStatus,
+    WorkerRecord,
+    WorkerStatus,
+    decode_args,
+    decode_json,
+    join_problems,
+)
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)

@@ -1,4 +1,4 @@
-"""Schedules, the leader lease and pruning in Redis (issue 14): arguments for the scripts and their replies.
+"""Schedules, the leader lease and pruning in Redis: arguments for the scripts and their replies.
 
 Keys (under the namespace prefix): ``schedule:<name>`` (a hash per schedule),
 ``schedules`` (the set of names), ``schedules_due`` (unpaused names scored by
@@ -14,9 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from soniq.decoding import decode_args
-from soniq.params import FireScheduleParams, UpsertScheduleParams
-from soniq.records import LeaseRecord, NewJob, ScheduleRecord
+from soniq.backend import FireScheduleParams, LeaseRecord, NewJob, ScheduleRecord, UpsertScheduleParams, decode_args
 from soniq_redis.rows import dumps, from_micros, pairs, to_micros
 
 

@@ -17,7 +17,6 @@ from redis.commands.core import AsyncScript
 from soniq_redis.cluster import is_cluster_client
 
 SCRIPT_NAMES: tuple[str, ...] = (
-    # issue 12 (compat-store)
     "delete_job",
     "dead_filter",
     "enqueue",
@@ -39,7 +38,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "next_due",
     "expire_unknown",
     "job_counts",
-    # -- schedules, leader lease, pruning (issue 14)
+    # -- schedules, leader lease, pruning
     "schedule_upsert",
     "schedule_paused",
     "schedule_remove",
@@ -51,7 +50,7 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "lease_get",
     "prune_jobs",
     "prune_dead",
-    # -- dependencies, limits, cancelling running jobs, waiting for jobs (issue 19)
+    # -- dependencies, limits, cancelling running jobs, waiting for jobs
     "claim_limited",
     "request_cancel",
     "cancel_requests",

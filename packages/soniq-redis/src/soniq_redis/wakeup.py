@@ -7,7 +7,7 @@ backend listens and resolves the waiters whose queues match; every waiter of a
 worker shares it. While the subscription is down the task reconnects with a
 backoff and waiters simply sleep out their timeout, which is always allowed.
 
-The same subscription listens on ``<prefix>job_changes`` (protocol 4): the
+The same subscription listens on ``<prefix>job_changes``: the
 scripts that finish a watched row, and every cancel request, publish the job's
 id there, and the task hands each id to the `wait_changes` callers waiting for
 it. An id that arrives while nobody waits for it is kept (a bounded number of

@@ -12,18 +12,20 @@ from typing import Any, TypeVar
 
 import aiosqlite
 
-from soniq.backend import BackendCapabilities
-from soniq.backend.options import parse_bool
-from soniq.errors import BackendUnavailableError, InvalidURLError, JobArgumentsError, SoniqError
-from soniq.params import (
+from soniq.backend import (
     AcquireLeaseParams,
+    ActivityBucket,
+    BackendCapabilities,
     CancelJobParams,
+    CancelOutcome,
     CancelRequestsParams,
     ClaimJobsParams,
     CompleteJobsParams,
-    DeadLetterFilter,
     DeadLetterJobParams,
+    DeadLetterPage,
     DeadLetterPageParams,
+    DeadLetterRecord,
+    DeadLetterStats,
     DeadLetterStatsParams,
     DeleteDeadLettersParams,
     DeleteJobParams,
@@ -40,16 +42,21 @@ from soniq.params import (
     HeartbeatParams,
     JobActivityParams,
     JobCountsParams,
+    JobPage,
     JobPageParams,
-    ListDeadLetterParams,
-    ListJobsParams,
+    JobRecord,
+    LeaseRecord,
     ListSchedulesParams,
     MarkStartedParams,
+    MigrationStep,
     NackJobParams,
+    NewJob,
     PrepareWorkerParams,
     PruneDeadLettersParams,
     PruneJobsParams,
     PurgeDeadLetterParams,
+    QueueCounts,
+    QueueStats,
     QueueStatsParams,
     RegisterWorkerParams,
     ReleaseLeaseParams,
@@ -59,36 +66,23 @@ from soniq.params import (
     RescueAction,
     RescueJobsParams,
     RetryJobParams,
+    ScheduleRecord,
+    SchemaReport,
+    SchemaStatus,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
+    StaleScan,
     UpsertScheduleParams,
     WaitForJobChangesParams,
     WaitForJobsParams,
     WatchJobsParams,
-)
-from soniq.records import (
-    ActivityBucket,
-    CancelOutcome,
-    DeadLetterPage,
-    DeadLetterRecord,
-    DeadLetterStats,
-    JobPage,
-    JobRecord,
-    JobStatus,
-    LeaseRecord,
-    MigrationStep,
-    NewJob,
-    QueueCounts,
-    QueueStats,
-    ScheduleRecord,
-    SchemaReport,
-    SchemaStatus,
-    StaleScan,
     WorkerRecord,
     WorkerStatus,
 )
+from soniq.backend.options import parse_bool
+from soniq.errors import BackendUnavailableError, InvalidURLError, JobArgumentsError, SoniqError
 from soniq_sqlite import dependencies, limits, reads, schedules, transitions
 from soniq_sqlite.codec import (
     claim_order,
@@ -112,7 +106,6 @@ from soniq_sqlite.schema import (
     CLAIMABLE,
     DEAD_LETTER_COLUMNS,
     JOB_COLUMNS,
-    JOB_COLUMNS_NO_RESULT,
     SCHEMA_VERSION,
     WORKER_COLUMNS,
 )
@@ -142,7 +135,7 @@ _INSERT_JOB = (
     "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # A job with a dedup key: the upsert on the partial unique index `soniq_jobs_dedup` turns a key
-# a queued row already holds into a no-op update that returns that row's id (issue 12).
+# a queued row already holds into a no-op update that returns that row's id.
 _UPSERT_KEYED_JOB = (
     "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
     "scheduled_at, created_at, updated_at, trace_context, limit_key, dedup_key, producer_id) "
@@ -351,18 +344,6 @@ class SQLiteBackend:
         await self.connect()
         rows = await self._db.fetchall(f"SELECT {JOB_COLUMNS} FROM soniq_jobs WHERE id = ?", (params.job_id,))
         return job_from_row(rows[0]) if rows else None
-
-    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
-        await self.connect()
-        status = params.status
-        where, values = _filters(queue=params.queue, status=None if status is None else JobStatus(status).value)
-        # Without results the column is never read: a large result costs a listing nothing.
-        columns = JOB_COLUMNS if params.include_results else JOB_COLUMNS_NO_RESULT
-        rows = await self._db.fetchall(
-            f"SELECT {columns} FROM soniq_jobs{where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-            (*values, max(0, params.limit), max(0, params.offset)),
-        )
-        return [job_from_row(row) for row in rows]
 
     async def cancel_job(self, params: CancelJobParams, /) -> bool:
         await self.connect()
@@ -736,21 +717,6 @@ class SQLiteBackend:
 
     # -- dead letters ------------------------------------------------------
 
-    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
-        await self.connect()
-        where, values = _filters(queue=params.queue)
-        if params.filter is not None:
-            extra, extra_values = _dead_letter_filter(params.filter)
-            if extra:
-                where = f"{where} AND {extra}" if where else f" WHERE {extra}"
-                values = (*values, *extra_values)
-        rows = await self._db.fetchall(
-            f"SELECT {DEAD_LETTER_COLUMNS} FROM soniq_dead_letter_jobs{where} "
-            "ORDER BY moved_to_dead_letter_at DESC, id DESC LIMIT ? OFFSET ?",
-            (*values, max(0, params.limit), max(0, params.offset)),
-        )
-        return [dead_letter_from_row(row) for row in rows]
-
     async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         await self.connect()
         rows = await self._db.fetchall(
@@ -782,7 +748,7 @@ class SQLiteBackend:
         await self.connect()
         return await self._db.execute("DELETE FROM soniq_dead_letter_jobs WHERE id = ?", (params.job_id,)) == 1
 
-    # -- issue 12 (compat-store): deleting jobs and bulk dead-letter operations ----
+    # -- deleting jobs and bulk dead-letter operations ----
 
     async def delete_job(self, params: DeleteJobParams, /) -> bool:
         await self.connect()
@@ -806,7 +772,7 @@ class SQLiteBackend:
         if params.limit <= 0:
             return set()
         await self.connect()
-        where, values = _dead_letter_filter(params.filter)
+        where, values = reads.dead_letter_filter(params.filter)
         rows = await self._db.fetchall(
             "DELETE FROM soniq_dead_letter_jobs WHERE id IN (SELECT id FROM soniq_dead_letter_jobs"
             f"{' WHERE ' + where if where else ''} ORDER BY moved_to_dead_letter_at, id LIMIT ?) RETURNING id",
@@ -816,7 +782,7 @@ class SQLiteBackend:
 
     async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
         await self.connect()
-        where, values = _dead_letter_filter(params.filter) if params.filter is not None else ("", ())
+        where, values = reads.dead_letter_filter(params.filter) if params.filter is not None else ("", ())
         clause = f" WHERE {where}" if where else ""
 
         async def read(conn: aiosqlite.Connection) -> DeadLetterStats:
@@ -869,7 +835,7 @@ class SQLiteBackend:
         await self.connect()
         return await reads.queue_names(self._db)
 
-    # -- schema status (compat-surface) --
+    # -- schema status --
 
     async def schema_status(self) -> SchemaStatus:
         # open() only: connect() would upgrade the schema, and this must report it untouched.
@@ -889,7 +855,7 @@ class SQLiteBackend:
             details={"user_version": current},
         )
 
-    # -- schedules, leader lease, pruning (issue 14; soniq_sqlite.schedules) ---
+    # -- schedules, leader lease, pruning ---
 
     async def upsert_schedule(self, params: UpsertScheduleParams, /) -> ScheduleRecord:
         await self.connect()
@@ -965,7 +931,7 @@ class SQLiteBackend:
         await self.connect()
         return await schedules.prune_dead_letters(self._db, params)
 
-    # -- issue 19 (protocol 4): cancelling running jobs, waiting for jobs ----------
+    # -- cancelling running jobs, waiting for jobs ----------
 
     async def request_cancel(self, params: RequestCancelParams, /) -> CancelOutcome:
         await self.connect()
@@ -1068,7 +1034,7 @@ SCHEMA_STEP_NAMES = {
     3: "dashboard reads and worker state",
     4: "schedules, leader lease and pruning",
     5: "dedup_key, producer_id and the unique queued index",
-    6: "dependencies, fleet-wide limits, cancel requests (protocol 4)",
+    6: "dependencies, fleet-wide limits, cancel requests",
 }
 """What each `PRAGMA user_version` step added (see soniq_sqlite.schema), for ``soniq migrate-status``."""
 
@@ -1096,29 +1062,6 @@ def _filters(*, queue: str | None = None, status: str | None = None) -> tuple[st
         clauses.append("status = ?")
         params.append(status)
     return (" WHERE " + " AND ".join(clauses) if clauses else ""), tuple(params)
-
-
-def _dead_letter_filter(wanted: DeadLetterFilter) -> tuple[str, tuple[Any, ...]]:
-    """The filter as one SQL condition over `soniq_dead_letter_jobs` ("" when it has no field)."""
-    clauses: list[str] = []
-    values: list[Any] = []
-    for column, given in (
-        ("job_name", wanted.job_names),
-        ("queue", wanted.queues),
-        ("dead_letter_reason", wanted.reasons),
-    ):
-        if given is not None:
-            clauses.append(f"{column} IN (SELECT value FROM json_each(?))")
-            values.append(json.dumps(list(given)))
-    if wanted.moved_from is not None:
-        clauses.append("moved_to_dead_letter_at >= ?")
-        values.append(to_us(wanted.moved_from))
-    if wanted.moved_to is not None:
-        clauses.append("moved_to_dead_letter_at <= ?")
-        values.append(to_us(wanted.moved_to))
-    if wanted.resurrected is not None:
-        clauses.append("resurrection_count > 0" if wanted.resurrected else "resurrection_count = 0")
-    return " AND ".join(clauses), tuple(values)
 
 
 def _absolute(target: str) -> Path:

@@ -8,9 +8,18 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from soniq.decoding import decode_args, decode_json, join_problems
+from soniq.backend import (
+    DeadLetterRecord,
+    DependencyPolicy,
+    JobRecord,
+    JobStatus,
+    WorkerRecord,
+    WorkerStatus,
+    decode_args,
+    decode_json,
+    join_problems,
+)
 from soniq.errors import JobArgumentsError
-from soniq.records import DeadLetterRecord, DependencyPolicy, JobRecord, JobStatus, WorkerRecord, WorkerStatus
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)

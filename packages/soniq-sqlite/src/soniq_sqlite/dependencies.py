@@ -1,4 +1,4 @@
-"""Job dependencies on SQLite (protocol 4): inserting dependents and failing them.
+"""Job dependencies on SQLite: inserting dependents and failing them.
 
 Each function takes the sqlite3 connection inside the caller's ``BEGIN IMMEDIATE``
 (`Database.transaction_raw`, or `connection.run_raw` from an async transaction body) and
@@ -18,10 +18,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from soniq.backend import rules
+from soniq.backend import DependencyPolicy, JobStatus, NewJob, rules
 from soniq.backend.rules import DependencyState
 from soniq.errors import UnknownDependencyError
-from soniq.records import DependencyPolicy, JobStatus, NewJob
 
 CANCELLED = DependencyState.CANCELLED.value
 DEAD_LETTERED = DependencyState.DEAD_LETTERED.value

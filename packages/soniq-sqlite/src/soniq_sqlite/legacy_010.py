@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 
 import aiosqlite
 
-from soniq.dedup import unique_key
-from soniq.schema_state import LegacyWorkersActiveError, SchemaFamily, SchemaStateError
+from soniq.backend import SchemaFamily, unique_key
+from soniq.errors import LegacyWorkersActiveError, SchemaStateError
 from soniq_sqlite.codec import now_us
 from soniq_sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 

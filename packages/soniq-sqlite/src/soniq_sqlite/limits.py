@@ -1,4 +1,4 @@
-"""Fleet-wide limits inside the claim on SQLite (protocol 4).
+"""Fleet-wide limits inside the claim on SQLite.
 
 A limited claim runs whole inside one ``BEGIN IMMEDIATE`` on aiosqlite's thread
 (`Database.transaction_raw`). SQLite has one writer per file, so while it counts, no
@@ -28,9 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from soniq.backend import rules
+from soniq.backend import GroupLimit, LimitScope, rules
 from soniq.backend.rules import LimitGroup
-from soniq.params import GroupLimit, LimitScope
 from soniq_sqlite.codec import now_us
 from soniq_sqlite.schema import CLAIM_INDEX_ANY_QUEUE, CLAIM_INDEX_BY_QUEUE, CLAIMABLE, JOB_COLUMNS
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from soniq.backend import redact_url
 from soniq.errors import InvalidURLError
-from soniq.redaction import redact_url
 
 MEMORY = ":memory:"
 _NAMESPACE_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,62}$")

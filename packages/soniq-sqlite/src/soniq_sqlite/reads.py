@@ -8,12 +8,26 @@ queue names hop from one distinct value to the next in the index.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
-from soniq.pagination import activity_buckets, cut, dead_letter_cursor, job_cursor
-from soniq.params import DeadLetterPageParams, JobActivityParams, JobCountsParams, JobPageParams
-from soniq.records import ActivityBucket, DeadLetterPage, JobPage, JobStatus, QueueCounts
+from soniq.backend import (
+    ActivityBucket,
+    DeadLetterFilter,
+    DeadLetterPage,
+    DeadLetterPageParams,
+    JobActivityParams,
+    JobCountsParams,
+    JobPage,
+    JobPageParams,
+    JobStatus,
+    QueueCounts,
+    activity_buckets,
+    cut,
+    dead_letter_cursor,
+    job_cursor,
+)
 from soniq_sqlite.codec import dead_letter_from_row, from_us, from_us_or_none, job_from_row, now_us, to_us
 from soniq_sqlite.connection import Database
 from soniq_sqlite.schema import DEAD_LETTER_COLUMNS, JOB_COLUMNS, JOB_COLUMNS_NO_RESULT
@@ -47,6 +61,29 @@ def _names(
 
 def _clause(where: list[str]) -> str:
     return f" WHERE {' AND '.join(where)}" if where else ""
+
+
+def dead_letter_filter(wanted: DeadLetterFilter) -> tuple[str, tuple[Any, ...]]:
+    """The filter as one SQL condition over `soniq_dead_letter_jobs` ("" when it has no field)."""
+    clauses: list[str] = []
+    values: list[Any] = []
+    for column, given in (
+        ("job_name", wanted.job_names),
+        ("queue", wanted.queues),
+        ("dead_letter_reason", wanted.reasons),
+    ):
+        if given is not None:
+            clauses.append(f"{column} IN (SELECT value FROM json_each(?))")
+            values.append(json.dumps(list(given)))
+    if wanted.moved_from is not None:
+        clauses.append("moved_to_dead_letter_at >= ?")
+        values.append(to_us(wanted.moved_from))
+    if wanted.moved_to is not None:
+        clauses.append("moved_to_dead_letter_at <= ?")
+        values.append(to_us(wanted.moved_to))
+    if wanted.resurrected is not None:
+        clauses.append("resurrection_count > 0" if wanted.resurrected else "resurrection_count = 0")
+    return " AND ".join(clauses), tuple(values)
 
 
 async def job_counts(db: Database, params: JobCountsParams) -> list[QueueCounts]:
@@ -138,6 +175,11 @@ async def dead_letter_page(db: Database, params: DeadLetterPageParams) -> DeadLe
     if params.queues is not None:
         _in("queue", list(params.queues), where, args)
     _names(where, args, exact=params.job_name, prefix=params.job_name_prefix, search=params.search)
+    if params.filter is not None:
+        condition, values = dead_letter_filter(params.filter)
+        if condition:
+            where.append(condition)
+            args.extend(values)
     if params.before is not None:
         where.append("(moved_to_dead_letter_at, id) < (?, ?)")
         args.extend((to_us(params.before.at), params.before.id))

@@ -1,4 +1,4 @@
-"""Schedules, the leader lease and pruning on SQLite (issue 14).
+"""Schedules, the leader lease and pruning on SQLite.
 
 Every process sharing the file shares this machine's clock, so the lease is
 judged by `now_us()`. Firing runs under ``BEGIN IMMEDIATE``: the write lock
@@ -15,17 +15,18 @@ from typing import Any
 
 import aiosqlite
 
-from soniq.decoding import decode_args
-from soniq.params import (
+from soniq.backend import (
     AcquireLeaseParams,
     DueSchedulesParams,
     FireScheduleParams,
+    LeaseRecord,
     PruneDeadLettersParams,
     PruneJobsParams,
+    ScheduleRecord,
     SetSchedulePausedParams,
     UpsertScheduleParams,
+    decode_args,
 )
-from soniq.records import LeaseRecord, ScheduleRecord
 from soniq_sqlite.codec import dump_json, from_us, from_us_or_none, now_us, to_us
 from soniq_sqlite.connection import Database
 

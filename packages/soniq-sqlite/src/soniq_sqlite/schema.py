@@ -8,10 +8,10 @@ Version history:
   1 - soniq_jobs, soniq_dead_letter_jobs, soniq_workers (soniq-sqlite 0.2.0).
   2 - soniq_workers.job_names: the names a worker registered, JSON text (NULL before).
   3 - the dashboard reads' indexes; soniq_workers.state, state_changed_at, last_shutdown.
-  4 - soniq_schedules, soniq_leader, soniq_jobs.expires_at with its partial index (issue 14).
+  4 - soniq_schedules, soniq_leader, soniq_jobs.expires_at with its partial index.
   5 - soniq_jobs.dedup_key and producer_id, and the partial unique index that makes a queued
-      row's dedup key exclusive (issue 12).
-  6 - protocol 4 (issue 19): soniq_jobs.depends_on, waiting_on, dependency_policy, limit_key,
+      row's dedup key exclusive.
+  6 - soniq_jobs.depends_on, waiting_on, dependency_policy, limit_key,
       cancel_requested, watched; the edge table soniq_job_dependencies and the trigger that
       resolves dependents when a row becomes done; soniq_rate_windows; the claim indexes hold
       only claimable rows (``waiting_on = 0``); an index of processing rows by limit group.
@@ -163,7 +163,6 @@ _VERSION_4 = (
     "CREATE INDEX IF NOT EXISTS soniq_jobs_expires ON soniq_jobs (expires_at) WHERE expires_at IS NOT NULL",
 )
 
-# -- issue 12 (compat-store) ---------------------------------------------------
 _VERSION_5 = (
     "ALTER TABLE soniq_jobs ADD COLUMN dedup_key TEXT",
     "ALTER TABLE soniq_jobs ADD COLUMN producer_id TEXT",
@@ -172,7 +171,6 @@ _VERSION_5 = (
     "WHERE status = 'queued' AND dedup_key IS NOT NULL",
 )
 
-# -- issue 19 (protocol 4) -------------------------------------------------------
 _VERSION_6 = (
     "ALTER TABLE soniq_jobs ADD COLUMN depends_on TEXT NOT NULL DEFAULT '[]'",
     "ALTER TABLE soniq_jobs ADD COLUMN waiting_on INTEGER NOT NULL DEFAULT 0 CHECK (waiting_on >= 0)",

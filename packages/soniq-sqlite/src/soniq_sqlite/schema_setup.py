@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import aiosqlite
 
-from soniq.records import SchemaReport
-from soniq.schema_state import SchemaFamily, SchemaStateError
+from soniq.backend import SchemaFamily, SchemaReport
+from soniq.errors import SchemaStateError
 from soniq_sqlite import legacy_010
 from soniq_sqlite.connection import Database
 from soniq_sqlite.schema import MIGRATIONS, SCHEMA_VERSION, TABLES
@@ -24,7 +24,7 @@ async def ensure_schema(db: Database) -> None:
 
 
 async def _foreign_family(conn: aiosqlite.Connection) -> SchemaFamily | None:
-    """issue 13 hook: at version 0, Soniq's table names mean someone else's schema (0.1.0's or unknown)."""
+    """At version 0, Soniq's table names mean someone else's schema (0.1.0's or unknown)."""
     rows = list(
         await conn.execute_fetchall("SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'soniq_%'")
     )

@@ -12,8 +12,7 @@ from datetime import datetime
 
 import aiosqlite
 
-from soniq.params import Rescue, RescueAction
-from soniq.records import DeadLetterReason, StaleScan
+from soniq.backend import DeadLetterReason, Rescue, RescueAction, StaleScan
 from soniq_sqlite.codec import job_from_row, now_us, to_us
 from soniq_sqlite.connection import run_raw
 from soniq_sqlite.dependencies import DEAD_LETTERED, Fallout, fail_dependents
@@ -48,12 +47,12 @@ async def move_to_dead_letter(
 ) -> bool:
     """The one move of a `soniq_jobs` row into `soniq_dead_letter_jobs`.
 
-    Deletes the row matching the fence `where` and inserts its dead-letter
-    row; `attempts` None counts the run that ends here (stored + 1) unless
-    `keep_attempts` (a row that never ran keeps its count), and
-    `error` None keeps the stored `last_error`. The row's dependents fail
-    (protocol 4; what that did is added to `fallout`). Every statement belongs
-    to the caller's transaction, so the move commits whole or not at all.
+     Deletes the row matching the fence `where` and inserts its dead-letter
+     row; `attempts` None counts the run that ends here (stored + 1) unless
+     `keep_attempts` (a row that never ran keeps its count), and
+     `error` None keeps the stored `last_error`. The row's dependents fail
+    . Every statement belongs
+     to the caller's transaction, so the move commits whole or not at all.
     """
     rows = list(
         await conn.execute_fetchall(

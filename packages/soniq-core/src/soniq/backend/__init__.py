@@ -16,7 +16,11 @@ backend). Each role lives in its own module with the guarantees its methods make
 - `retention_store.RetentionStore`: deleting finished rows past their retention.
 
 `rules` holds the pure rules a backend applies rather than decides (the dependency cascade,
-limit groups and windows), so that every backend writes the same values.
+limit groups and windows), so that every backend writes the same values. Beside the roles this
+package exports what every backend needs and should not write again: decoding stored JSON row by
+row (`decode_args`), keyset pages (`cut`, `job_cursor`), redacting URLs in messages
+(`redact_url`), the 0.1.0 unique key (`unique_key`), core's stale-recovery sweep and its error
+text (`sweep_stale_workers`, `lost_worker_error`), and finding a backend by URL scheme.
 
 Stability: this package is public API for backend authors. A role's version is bumped when a
 method is added, removed or changes its guarantee; within one version guarantees only widen
@@ -39,7 +43,20 @@ from soniq.backend.retention_store import RetentionStore
 from soniq.backend.roles import ROLES, Role, check_backend, declared_roles, has_role, require_role
 from soniq.backend.schedule_store import ScheduleStore
 from soniq.backend.schema_admin import SchemaAdmin
+from soniq.decoding import decode_args, decode_json, join_problems
+from soniq.dedup import unique_key
+from soniq.discovery import backend_class_for, installed_schemes, register_backend
 from soniq.errors import MissingBackendRoleError
+from soniq.limits import check_group_limit
+from soniq.pagination import (
+    activity,
+    activity_buckets,
+    cut,
+    dead_letter_cursor,
+    dead_letter_matches,
+    job_cursor,
+    job_matches,
+)
 from soniq.params import (
     AcquireLeaseParams,
     CancelJobParams,
@@ -70,8 +87,6 @@ from soniq.params import (
     JobPageParams,
     JobResult,
     LimitScope,
-    ListDeadLetterParams,
-    ListJobsParams,
     ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
@@ -99,6 +114,7 @@ from soniq.params import (
     WatchJobsParams,
 )
 from soniq.records import (
+    QUEUE_STATS_KEYS,
     ActivityBucket,
     CancelOutcome,
     DeadLetterPage,
@@ -124,6 +140,9 @@ from soniq.records import (
     WorkerRecord,
     WorkerStatus,
 )
+from soniq.redaction import redact_text, redact_url
+from soniq.rescue import lost_worker_error, sweep_stale_workers
+from soniq.schema_state import SchemaFamily
 
 
 @runtime_checkable
@@ -143,6 +162,7 @@ class Backend(
 
 
 __all__ = [
+    "QUEUE_STATS_KEYS",
     "ROLES",
     "AcquireLeaseParams",
     "ActivityBucket",
@@ -190,8 +210,6 @@ __all__ = [
     "LeaseRecord",
     "LimitScope",
     "LimitStore",
-    "ListDeadLetterParams",
-    "ListJobsParams",
     "ListSchedulesParams",
     "MarkStartedParams",
     "MigrationStep",
@@ -222,6 +240,7 @@ __all__ = [
     "ScheduleRecord",
     "ScheduleStore",
     "SchemaAdmin",
+    "SchemaFamily",
     "SchemaReport",
     "SchemaStatus",
     "SetSchedulePausedParams",
@@ -237,8 +256,27 @@ __all__ = [
     "WorkerInfo",
     "WorkerRecord",
     "WorkerStatus",
+    "activity",
+    "activity_buckets",
+    "backend_class_for",
     "check_backend",
+    "check_group_limit",
+    "cut",
+    "dead_letter_cursor",
+    "dead_letter_matches",
     "declared_roles",
+    "decode_args",
+    "decode_json",
     "has_role",
+    "installed_schemes",
+    "job_cursor",
+    "job_matches",
+    "join_problems",
+    "lost_worker_error",
+    "redact_text",
+    "redact_url",
+    "register_backend",
     "require_role",
+    "sweep_stale_workers",
+    "unique_key",
 ]

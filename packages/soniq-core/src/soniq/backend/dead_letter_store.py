@@ -9,7 +9,6 @@ from soniq.params import (
     DeadLetterStatsParams,
     DeleteDeadLettersParams,
     GetDeadLetterParams,
-    ListDeadLetterParams,
     PurgeDeadLetterParams,
     ReplayDeadLetterParams,
 )
@@ -27,12 +26,13 @@ VERSION = 1
 class DeadLetterStore(Protocol):
     """Reading, replaying and deleting dead-letter rows."""
 
-    async def list_dead_letter(self, params: ListDeadLetterParams, /) -> list[DeadLetterRecord]:
-        """Dead-letter rows, most recently moved first."""
-
     async def dead_letter_page(self, params: DeadLetterPageParams, /) -> DeadLetterPage:
         """As `job_page`, over dead-letter rows, newest ``(moved_to_dead_letter_at, id)``
-        first, filtered by `dead_letter_reason`, queue and name."""
+        first, filtered by `dead_letter_reason`, queue and name, and by `filter` when
+        given (every field of it must match as well). Keyset pagination: following
+        `next_cursor` never repeats or skips a row that existed when the first page was
+        read, whatever is inserted or deleted meanwhile. The one dead-letter listing:
+        core serves ``app.dead_letter.list(offset=...)`` by walking these pages."""
 
     async def get_dead_letter(self, params: GetDeadLetterParams, /) -> DeadLetterRecord | None:
         """One dead-letter row by its original job id."""
@@ -67,7 +67,6 @@ __all__ = [
     "DeadLetterStore",
     "DeleteDeadLettersParams",
     "GetDeadLetterParams",
-    "ListDeadLetterParams",
     "PurgeDeadLetterParams",
     "ReplayDeadLetterParams",
 ]

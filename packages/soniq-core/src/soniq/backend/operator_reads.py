@@ -8,7 +8,6 @@ from soniq.params import (
     JobActivityParams,
     JobCountsParams,
     JobPageParams,
-    ListJobsParams,
 )
 from soniq.records import (
     ActivityBucket,
@@ -25,11 +24,6 @@ VERSION = 1
 class OperatorReads(Protocol):
     """Read-only views for operators' pages and the CLI."""
 
-    async def list_jobs(self, params: ListJobsParams, /) -> list[JobRecord]:
-        """Rows filtered by queue and status, newest `created_at` first; `result` is
-        None on every row unless `include_results`. A row whose stored args or result
-        cannot be decoded is returned with `decode_error` set, never raised."""
-
     async def job_page(self, params: JobPageParams, /) -> JobPage:
         """Up to `limit` rows matching every given filter, newest ``(created_at, id)``
         first, strictly below `before`. Keyset pagination: following `next_cursor`
@@ -37,13 +31,17 @@ class OperatorReads(Protocol):
         whatever is inserted or deleted meanwhile, and each page costs the same at
         any depth. `next_cursor` is None when no matching row is left below the page.
         `result` is None on every row unless `include_results`; a row that cannot
-        be decoded comes back with `decode_error` set, never raised."""
+        be decoded comes back with `decode_error` set, never raised. The one job
+        listing: core serves ``app.list_jobs(offset=...)`` by walking these pages."""
 
     async def job_counts(self, params: JobCountsParams, /) -> list[QueueCounts]:
-        """Per queue, in queue-name order: the `queue_stats` counts plus `scheduled`,
+        """How many jobs each queue holds and how long its oldest have waited.
+
+        Per queue, in queue-name order: the `queue_stats` counts plus `scheduled`,
         `oldest_queued_at` and `oldest_due_at`, for every queue with at least one job or dead letter (or only
         `queues`, when given; a named queue with nothing in it comes back with zeros).
-        One grouped read: the counts of one queue add up with each other."""
+        One grouped read: the counts of one queue add up with each other. For one
+        total over all queues (or one queue), without ages, `QueueStore.queue_stats`."""
 
     async def job_activity(self, params: JobActivityParams, /) -> list[ActivityBucket]:
         """Buckets of `bucket_seconds` from `since` to now, oldest first, every bucket
@@ -65,7 +63,6 @@ __all__ = [
     "JobPage",
     "JobPageParams",
     "JobRecord",
-    "ListJobsParams",
     "OperatorReads",
     "QueueCounts",
 ]

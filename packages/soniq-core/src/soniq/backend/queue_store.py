@@ -238,9 +238,11 @@ class QueueStore(Protocol):
         Core calls it only when every live worker has reported its names."""
 
     async def queue_stats(self, params: QueueStatsParams, /) -> QueueStats:
-        """Counts by status, `dead_letter` from the dead-letter table, `total`
-        the sum of the five. `processing` includes claimed rows whose handler
-        has not started."""
+        """How many jobs there are in each status, in total: over every queue, or
+        over `queue` alone. Counts by status, `dead_letter` from the dead-letter
+        table, `total` the sum of the five. `processing` includes claimed rows
+        whose handler has not started. Per-queue counts with the oldest waiting
+        job's age are `OperatorReads.job_counts`."""
 
     async def wait_for_jobs(self, params: WaitForJobsParams, /) -> None:
         """Return when a job may have become available, or after `timeout`

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 from soniq.app import Soniq
-from soniq.errors import SoniqError
+from soniq.errors import InternalError, SoniqError
 from soniq.redaction import redact_text, redact_url
 from soniq.settings import DEFAULT_DATABASE_URL
 
@@ -27,7 +27,7 @@ T = TypeVar("T")
 logger = logging.getLogger("soniq.cli")
 
 
-class CLIError(Exception):
+class CLIError(InternalError):
     """A failure to report as one line, exit 1."""
 
 
@@ -97,7 +97,7 @@ def check_port(url: str) -> None:
         raise CLIError(f"invalid URL {redact_url(url)!r}: the port must be a number from 0 to 65535") from None
 
 
-# -- the app by path: `soniq CMD APP` / `--app module:attr` (compat-surface) --
+# -- the app by path: `soniq CMD APP` / `--app module:attr` --
 
 
 def app_path(args: argparse.Namespace) -> str | None:
@@ -126,9 +126,6 @@ def load_app_path(path: str) -> Soniq:
     if not isinstance(target, Soniq):
         raise CLIError(f"{path} is a {type(target).__name__}, not a Soniq app")
     return target
-
-
-# -- end of the app by path --
 
 
 def build_app(args: argparse.Namespace, *, need_jobs: bool) -> Soniq:
@@ -168,6 +165,16 @@ def default_database_file(app: Soniq) -> Path | None:
     if parts.scheme != "sqlite":
         return None
     return Path.cwd() / unquote(parts.path)[1:]
+
+
+def app_for_command(args: argparse.Namespace, command: str, *, need_jobs: bool = False) -> Soniq:
+    """The app a command plugin works on, found as every `soniq` command finds it (APP or
+    --app, else the jobs modules' app, else one from the URL); a read-only command with no URL
+    set and no ``./soniq.db`` is refused rather than creating an empty database."""
+    app = build_app(args, need_jobs=need_jobs)
+    if not need_jobs:
+        refuse_to_create_default(app, command)
+    return app
 
 
 def refuse_to_create_default(app: Soniq, command: str) -> None:

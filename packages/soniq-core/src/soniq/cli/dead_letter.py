@@ -21,7 +21,7 @@ from soniq.validation import JobOptionsError
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
-    from soniq.cli.parser import SoniqArgumentParser
+    from soniq.cli.argparser import SoniqArgumentParser
 
 BULK_ACTIONS = ("replay", "delete")
 

@@ -24,7 +24,7 @@ from soniq.redaction import redact_url
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
-    from soniq.cli.parser import SoniqArgumentParser
+    from soniq.cli.argparser import SoniqArgumentParser
 
 
 def worker_view(worker: WorkerRecord, *, heartbeat_timeout: float, now: datetime) -> dict[str, Any]:
@@ -120,8 +120,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     views = [worker_view(w, heartbeat_timeout=app.settings.heartbeat_timeout, now=now) for w in workers]
     if not args.all:
         views = [v for v in views if v["status"] != WorkerStatus.STOPPED.value]
-    from soniq.cli.limits_view import limits_section, print_limits  # issue 19
-    from soniq.cli.schedules_view import print_schedules_and_leader, schedules_and_leader  # issue 14
+    from soniq.cli.limits_view import limits_section, print_limits
+    from soniq.cli.schedules_view import print_schedules_and_leader, schedules_and_leader
 
     async def sections(app: Soniq) -> dict[str, Any]:
         return {**await schedules_and_leader(app), **await limits_section(app)}

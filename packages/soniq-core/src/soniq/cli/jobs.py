@@ -15,7 +15,7 @@ from soniq.validation import lookup_id
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
-    from soniq.cli.parser import SoniqArgumentParser
+    from soniq.cli.argparser import SoniqArgumentParser
 
 # A hundred years: far beyond any real delay, and well inside what every store can hold as a timestamp.
 MAX_DELAY_SECONDS = 100 * 365.25 * 86400

@@ -1,4 +1,4 @@
-"""The limits section of ``soniq inspect`` (issue 19): what is declared, and what runs now."""
+"""The limits section of ``soniq inspect``: what is declared, and what runs now."""
 
 from __future__ import annotations
 

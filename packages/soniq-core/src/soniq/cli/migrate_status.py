@@ -7,13 +7,13 @@ import json
 from typing import TYPE_CHECKING
 
 from soniq.cli.common import EXIT_ERROR, EXIT_OK, build_app, refuse_to_create_default, run_with_app
-from soniq.cli.migrations import setup_plan  # issue 13
+from soniq.cli.migrations import setup_plan
 from soniq.cli.output import safe
 from soniq.records import SchemaStatus
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
-    from soniq.cli.parser import SoniqArgumentParser
+    from soniq.cli.argparser import SoniqArgumentParser
 
 
 def _print(status: SchemaStatus) -> None:
@@ -37,7 +37,7 @@ def cmd_migrate_status(args: argparse.Namespace) -> int:
     refuse_to_create_default(app, "migrate-status")
 
     async def body(app: Soniq) -> tuple[SchemaStatus, dict[str, str]]:
-        return await app.schema_status(), await setup_plan(app)  # issue 13: family and what setup does
+        return await app.schema_status(), await setup_plan(app)  # family and what setup does
 
     status, plan = run_with_app(app, body)
     if args.json:

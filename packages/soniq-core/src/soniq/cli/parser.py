@@ -3,38 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import difflib
-import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from collections.abc import Sequence
+from typing import Any
 
-from soniq.cli.common import EXIT_USAGE
-from soniq.cli.output import safe
+from soniq.cli import dead_letter, inspect, jobs, migrate_status, plugins, scheduler, worker
+from soniq.cli.argparser import Register, SoniqArgumentParser
+from soniq.cli.plugins import version_text
 from soniq.commands import add_plugin_commands
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
-Register = Callable[["argparse._SubParsersAction[SoniqArgumentParser]", "SoniqArgumentParser"], None]
-
-
-class SoniqArgumentParser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line naming the command and its ``--help``."""
-
-    def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {safe(message)} ({self.prog} --help)\n")
-        sys.exit(EXIT_USAGE)
-
-    def unrecognized(self, extras: Sequence[str]) -> NoReturn:
-        """Report flags this (sub)command does not know, with the closest known flag when one is near."""
-        known = [opt for action in self._actions for opt in action.option_strings if opt.startswith("--")]
-        hint = ""
-        for extra in extras:
-            if extra.startswith("-"):
-                close = difflib.get_close_matches(extra.split("=", 1)[0], known, n=1)
-                if close:
-                    hint = f"; did you mean {close[0]}?"
-                    break
-        self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+__all__ = ["SoniqArgumentParser", "build_parser"]
 
 
 class VersionAction(argparse.Action):
@@ -44,8 +23,6 @@ class VersionAction(argparse.Action):
         super().__init__(option_strings, dest=dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        from soniq.cli.plugins import version_text
-
         print(version_text())
         parser.exit()
 
@@ -87,7 +64,7 @@ def common_flags() -> SoniqArgumentParser:
         metavar="MODULES",
         help="comma-separated dotted module names to import, e.g. myapp.jobs (default: SONIQ_JOBS_MODULES)",
     )
-    common.add_argument(  # compat-surface
+    common.add_argument(
         "--app",
         default=None,
         metavar="MODULE:ATTR",
@@ -98,7 +75,7 @@ def common_flags() -> SoniqArgumentParser:
     return common
 
 
-# -- positional APP (compat-surface) --
+# ``soniq CMD APP``: the app as the first argument, as soniq 0.1.0 took it.
 
 NO_APP_COMMANDS = ("backends",)
 """Commands that never open an app, so take no APP."""
@@ -120,23 +97,18 @@ def add_app_positionals(sub: argparse._SubParsersAction[SoniqArgumentParser]) ->
         )
 
 
-# -- end of positional APP --
-
-
 def command_registrars() -> list[Register]:
     """Every built-in command group, in the order ``soniq --help`` lists them.
 
     Commands from other distributions (the ``soniq.commands`` entry points)
     are added right after these, in `build_parser`.
     """
-    from soniq.cli import dead_letter, inspect, jobs, migrate_status, plugins, scheduler, worker
-
     return [
         worker.register,
-        scheduler.register,  # issue 14
+        scheduler.register,
         jobs.register,
         inspect.register,
-        migrate_status.register,  # compat-surface
+        migrate_status.register,
         dead_letter.register,
         plugins.register,
     ]
@@ -155,5 +127,5 @@ def build_parser(argv: Sequence[str] = ()) -> SoniqArgumentParser:
     for register in command_registrars():
         register(sub, common)
     add_plugin_commands(sub, common, argv, taken=list(sub.choices))
-    add_app_positionals(sub)  # compat-surface
+    add_app_positionals(sub)
     return parser

@@ -11,7 +11,7 @@ from soniq.commands import COMMANDS_GROUP
 from soniq.discovery import BACKENDS_GROUP, OBSERVERS_GROUP, plugins
 
 if TYPE_CHECKING:
-    from soniq.cli.parser import SoniqArgumentParser
+    from soniq.cli.argparser import SoniqArgumentParser
 
 
 def version_text() -> str:

@@ -16,7 +16,7 @@ from soniq.worker.startup import install_signal_handlers
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
-    from soniq.cli.parser import SoniqArgumentParser
+    from soniq.cli.argparser import SoniqArgumentParser
 
 logger = logging.getLogger("soniq.scheduler")
 
@@ -42,7 +42,7 @@ def cmd_scheduler(args: argparse.Namespace) -> int:
             stopping.set()
 
         removers = install_signal_handlers(stop)
-        duties = FleetDuties(app, holder=holder, scheduler=True)
+        duties = FleetDuties(app.context, holder=holder, scheduler=True)
         logger.info(
             "%s started: polling every %gs, %d declared schedule(s)",
             holder,

@@ -1,4 +1,4 @@
-"""The schedules and leader section of ``soniq inspect`` (issue 14).
+"""The schedules and leader section of ``soniq inspect``.
 
 On a backend without the `ScheduleStore` role there are no schedules and no leader lease: the
 section says so (``"schedules": null``, ``"leader": null``) instead of failing the whole command."""

@@ -8,12 +8,12 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from soniq.cli.common import EXIT_ERROR, EXIT_OK, CLIError, build_app, run_with_app, split_names
-from soniq.cli.migrations import add_setup_flags, cmd_setup  # issue 13
+from soniq.cli.migrations import add_setup_flags, cmd_setup
 from soniq.speedups import worker_loop_factory
 
 if TYPE_CHECKING:
     from soniq.app import Soniq
-    from soniq.cli.parser import SoniqArgumentParser
+    from soniq.cli.argparser import SoniqArgumentParser
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         overrides["metrics_port"] = args.metrics_port
     if args.metrics_host is not None:
         overrides["metrics_host"] = args.metrics_host
-    if args.no_scheduler:  # issue 14
+    if args.no_scheduler:
         overrides["scheduler_enabled"] = False
     if args.log_jobs is not None:
         overrides["log_jobs"] = args.log_jobs
@@ -70,7 +70,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: SoniqArgumentParser) -> None:
     p = sub.add_parser("setup", parents=[common], help="create or upgrade the schema (soniq 0.1.0's included)")
-    add_setup_flags(p)  # issue 13
+    add_setup_flags(p)
     p.set_defaults(func=cmd_setup, parser=p)
 
     p = sub.add_parser("worker", parents=[common], help="run a worker until SIGTERM/SIGINT")
@@ -105,7 +105,7 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
         metavar="ADDR",
         help="the address /metrics listens on (setting metrics_host; default 127.0.0.1, 0.0.0.0 for every interface)",
     )
-    p.add_argument(  # issue 14
+    p.add_argument(
         "--no-scheduler",
         action="store_true",
         help="do not run the scheduler loop in this worker (setting scheduler_enabled); it still takes its "

@@ -25,7 +25,7 @@ from soniq.scheduling.runner import ScheduleRunner
 from soniq.worker.leader import RELEASE_TIMEOUT, LeaderDuties
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.app_context import AppContext
 
 __all__ = ["FleetDuties"]
 
@@ -39,17 +39,18 @@ class FleetDuties:
     `MissingBackendRoleError`; otherwise (a worker) the duties that need a missing role are skipped
     and `skipped` says which, in the INFO line `start` logs once."""
 
-    def __init__(self, app: Soniq, *, holder: str, scheduler: bool | None = None) -> None:
-        self.app = app
+    def __init__(self, context: AppContext, *, holder: str, scheduler: bool | None = None) -> None:
+        self.context = context
         self.holder = holder
-        backend = app.backend
+        backend = context.backend
         if scheduler:
             features.schedule_store(backend)
         leases = has_role(backend, ScheduleStore)
-        self.scheduler_on = (app.settings.scheduler_enabled if scheduler is None else scheduler) and leases
-        self.runner = ScheduleRunner(app, scheduler_id=holder) if self.scheduler_on else None
-        self.leader = LeaderDuties(backend, app.settings, holder=holder) if leases else None
-        self.skipped = skipped_duties(backend, scheduler_enabled=app.settings.scheduler_enabled)
+        settings = context.settings
+        self.scheduler_on = (settings.scheduler_enabled if scheduler is None else scheduler) and leases
+        self.runner = ScheduleRunner(context, scheduler_id=holder) if self.scheduler_on else None
+        self.leader = LeaderDuties(backend, settings, holder=holder) if leases else None
+        self.skipped = skipped_duties(backend, scheduler_enabled=settings.scheduler_enabled)
         self._task: asyncio.Task[None] | None = None
 
     def start(
@@ -100,8 +101,8 @@ class FleetDuties:
             await asyncio.gather(task, return_exceptions=True)
 
     async def _declare(self) -> None:
-        scheduler = self.app.scheduler
-        if not scheduler.declared or not has_role(self.app.backend, ScheduleStore):
+        scheduler = self.context.scheduler
+        if not scheduler.declared or not has_role(self.context.backend, ScheduleStore):
             return  # a worker refuses declared schedules on such a backend before it starts
         try:
             names = await scheduler.declare_all()

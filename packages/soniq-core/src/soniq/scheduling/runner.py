@@ -29,7 +29,7 @@ from soniq.serialization import new_job_ids
 from soniq.validation import encode_args
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.app_context import AppContext
 
 __all__ = ["ScheduleRunner"]
 
@@ -42,12 +42,12 @@ MIN_SLEEP = 0.01
 class ScheduleRunner:
     """One process's scheduler loop; `scheduler_id` names it in logs and events."""
 
-    def __init__(self, app: Soniq, *, scheduler_id: str, clock: Clock | None = None) -> None:
-        features.schedule_store(app.backend)
-        self.app = app
+    def __init__(self, context: AppContext, *, scheduler_id: str, clock: Clock | None = None) -> None:
+        features.schedule_store(context.backend)
+        self.context = context
         self.scheduler_id = scheduler_id
-        self.clock = clock or app.scheduler.clock
-        self.poll_interval = app.settings.scheduler_poll_interval
+        self.clock = clock or context.scheduler.clock
+        self.poll_interval = context.settings.scheduler_poll_interval
         self._warned: set[str] = set()
         self.fired = 0
 
@@ -73,7 +73,7 @@ class ScheduleRunner:
 
     async def tick(self) -> datetime | None:
         """Fire every schedule due now; returns the soonest `next_run` written, if any."""
-        backend = features.schedule_store(await self.app.connected_backend())
+        backend = features.schedule_store(await self.context.connected_backend())
         now = self.clock.now()
         soonest: datetime | None = None
         for record in await backend.due_schedules(DueSchedulesParams(now=now, limit=DUE_BATCH)):
@@ -106,14 +106,14 @@ class ScheduleRunner:
         )
         if plan is None:
             return None
-        if plan.run and self.app.registry.get(record.job_name) is None:
+        if plan.run and self.context.registry.get(record.job_name) is None:
             self._warn_once(
                 record.name,
                 f"schedule {record.name!r}: job {record.job_name!r} is not registered on this process; "
                 "enqueueing it for the workers that have it (soniq inspect lists it as orphaned if none has)",
             )
         jobs = self._jobs(record, plan.run)
-        ids = await features.schedule_store(await self.app.connected_backend()).fire_schedule(
+        ids = await features.schedule_store(await self.context.connected_backend()).fire_schedule(
             FireScheduleParams(
                 name=record.name,
                 expected_next_run=record.next_run,
@@ -140,7 +140,7 @@ class ScheduleRunner:
                 due.isoformat(),
                 late,
             )
-            self.app.bus.schedule_fired(
+            self.context.bus.schedule_fired(
                 ScheduleFiredEvent(
                     schedule_name=record.name,
                     job_name=record.job_name,
@@ -158,7 +158,7 @@ class ScheduleRunner:
     def _jobs(self, record: ScheduleRecord, due_times: list[datetime]) -> list[NewJob]:
         if not due_times:
             return []
-        checked, encoded = encode_args(record.job_name, record.args, max_bytes=self.app.settings.max_args_bytes)
+        checked, encoded = encode_args(record.job_name, record.args, max_bytes=self.context.settings.max_args_bytes)
         return [
             NewJob(
                 id=job_id,

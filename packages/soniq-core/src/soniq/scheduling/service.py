@@ -36,12 +36,13 @@ from soniq.records import ScheduleRecord, WorkerStatus
 from soniq.registry import default_job_name
 from soniq.scheduling.catchup import CatchUp, check_catch_up
 from soniq.scheduling.clock import Clock, SystemClock
+from soniq.scheduling.runner import ScheduleRunner
 from soniq.scheduling.timing import ScheduleError, Timing
 from soniq.settings import HOUR, MIN_POLL_INTERVAL
 from soniq.validation import check_priority, check_queue_name, encode_args, lookup_name, storable_text
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.app_context import AppContext
     from soniq.backend import ScheduleStore
 
 __all__ = ["PeriodicSpec", "Scheduler", "schedule_dict"]
@@ -86,8 +87,8 @@ def schedule_dict(record: ScheduleRecord, *, orphaned: bool = False, registered_
 class Scheduler:
     """The schedules of one app. `clock` is what "now" means to `add()`, `resume()` and the loop."""
 
-    def __init__(self, app: Soniq, *, clock: Clock | None = None) -> None:
-        self._app = app
+    def __init__(self, context: AppContext, *, clock: Clock | None = None) -> None:
+        self._context = context
         self.clock: Clock = clock or SystemClock()
         self.declared: dict[str, PeriodicSpec] = {}
         # 0.1.0's in-process loop (`start` / `stop`).
@@ -97,11 +98,11 @@ class Scheduler:
 
     def _require(self) -> None:
         """`MissingBackendRoleError` unless the app's backend fills `ScheduleStore`."""
-        features.schedule_store(self._app.backend)
+        features.schedule_store(self._context.backend)
 
     async def _store(self) -> ScheduleStore:
         """The connected backend (the sync bridge's on its thread) as a `ScheduleStore`."""
-        return features.schedule_store(await self._app.connected_backend())
+        return features.schedule_store(await self._context.connected_backend())
 
     # -- declaring -------------------------------------------------------------
 
@@ -244,7 +245,7 @@ class Scheduler:
         if self.running:
             return
         self._require()
-        interval = self._app.settings.scheduler_poll_interval if check_interval is None else check_interval
+        interval = self._context.settings.scheduler_poll_interval if check_interval is None else check_interval
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or not math.isfinite(interval):
             raise ScheduleError("check_interval", f"expected a number of seconds > 0, got {check_interval!r}")
         if not MIN_POLL_INTERVAL <= interval <= HOUR:
@@ -253,11 +254,9 @@ class Scheduler:
                 "check_interval",
                 f"expected a number of seconds from {MIN_POLL_INTERVAL:g} to {HOUR:g}, got {check_interval!r}",
             )
-        from soniq.scheduling.runner import ScheduleRunner
-
         await self.declare_all()
         runner = ScheduleRunner(
-            self._app,
+            self._context,
             scheduler_id=f"scheduler-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}",
             clock=self.clock,
         )
@@ -298,7 +297,7 @@ class Scheduler:
         `scheduler_poll_interval` setting (0.1.0's name)."""
         if self._check_interval is not None:
             return self._check_interval
-        return self._app.settings.scheduler_poll_interval
+        return self._context.settings.scheduler_poll_interval
 
     # -- helpers --------------------------------------------------------------------
 
@@ -309,7 +308,7 @@ class Scheduler:
             return target
         if not callable(target):
             raise ScheduleError("target", f"expected a job name or a function registered with @app.job, got {target!r}")
-        definition = self._app.registry.find_by_function(target)
+        definition = self._context.registry.find_by_function(target)
         if definition is None:
             raise UnknownJobError(
                 f"target: {default_job_name(target)} is not registered on this app; decorate it with @app.job "
@@ -330,7 +329,7 @@ class Scheduler:
         catch_up: CatchUp,
         catch_up_limit: int,
     ) -> str:
-        definition = self._app.registry.get(job_name)
+        definition = self._context.registry.get(job_name)
         if queue is not None:
             check_queue_name(queue)
         if priority is not None:
@@ -341,7 +340,7 @@ class Scheduler:
             raise ScheduleError("max_attempts", f"expected a whole number >= 1, got {max_attempts!r}")
         if not isinstance(args, Mapping):
             raise ScheduleError("args", f"expected a dict of keyword arguments, got {args!r}")
-        checked, _ = encode_args(job_name, args, max_bytes=self._app.settings.max_args_bytes)
+        checked, _ = encode_args(job_name, args, max_bytes=self._context.settings.max_args_bytes)
         if definition is None:
             logger.warning(
                 "schedule %r: job %r is not registered on this process; it fires for the workers that have it",
@@ -368,10 +367,10 @@ class Scheduler:
 
     async def _fleet_job_names(self) -> set[str]:
         """Job names of this process and of every live worker."""
-        backend = await self._app.connected_backend()
-        names = set(self._app.registry.names())
+        backend = await self._context.connected_backend()
+        names = set(self._context.registry.names())
         now = datetime.now(UTC)
-        timeout = self._app.settings.heartbeat_timeout
+        timeout = self._context.settings.heartbeat_timeout
         for worker in await backend.list_workers():
             fresh = (now - worker.last_heartbeat).total_seconds() < timeout
             if worker.status is not WorkerStatus.STOPPED and fresh:
@@ -382,7 +381,7 @@ class Scheduler:
         return schedule_dict(
             record,
             orphaned=record.job_name not in known,
-            registered_here=self._app.registry.get(record.job_name) is not None,
+            registered_here=self._context.registry.get(record.job_name) is not None,
         )
 
 

@@ -20,8 +20,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from soniq.errors import ScheduleError as ScheduleError
+from soniq.errors import ScheduleTypeError as ScheduleTypeError
 from soniq.limits import shown
-from soniq.validation import JobOptionsError
 
 __all__ = ["ScheduleError", "ScheduleTypeError", "Timing", "check_cron", "check_timezone"]
 
@@ -32,21 +33,6 @@ MAX_EVERY_SECONDS = 3650 * 86400.0
 
 MAX_CRON_STEPS = 100_000
 """How many cron matches one look-ahead may walk before giving up (a far-away or impossible date)."""
-
-
-class ScheduleError(JobOptionsError):
-    """A schedule option Soniq cannot use; `field` names it (``cron``, ``every``, ``timezone``...)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-
-
-class ScheduleTypeError(ScheduleError, TypeError):
-    """A schedule option of the wrong type, such as a cron expression that is not a string.
-
-    Also a `TypeError`, which is what soniq 0.1.0 raised for these (``except TypeError`` keeps working).
-    """
 
 
 def check_cron(expr: object) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from soniq.bus import run_deferred
 from soniq.errors import BackendUnavailableError
-from soniq.observers import NackEvent, job_end_event, job_start_event
+from soniq.observers import job_end_event, job_start_event, nack_event
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.params import ClaimJobsParams, NackJobParams, WaitForJobsParams
 from soniq.records import DeadLetterReason, JobRecord, StaleJobPolicy
@@ -78,11 +78,11 @@ class DispatchContext:
     stop: Callable[[str], None]
     """Stop the worker (``run_once`` calls it once nothing is left to claim)."""
     limits: tuple[GroupLimit, ...] = ()
-    """The app's fleet-wide limits, passed to every claim (issue 19)."""
+    """The app's fleet-wide limits, passed to every claim."""
     retry_policy: AppRetryPolicy | None = None
-    """``Soniq(retry_policy=...)`` (compat-jobs), or None."""
+    """``Soniq(retry_policy=...)``, or None."""
     middleware: tuple[Callable[..., Any], ...] = ()
-    """The app's middleware around each handler call, outermost first (compat-jobs)."""
+    """The app's middleware around each handler call, outermost first."""
 
 
 class Dispatcher:
@@ -116,7 +116,7 @@ class Dispatcher:
         self._settler = Settler(
             context.backend,
             context.worker_id,
-            JobRetryDelays(  # compat-jobs: per-job retry options and Soniq(retry_policy=...)
+            JobRetryDelays(  # per-job retry options and Soniq(retry_policy=...)
                 RetryPolicy(base=settings.retry_backoff_base, maximum=settings.retry_backoff_max),
                 context.retry_policy,
             ),
@@ -126,9 +126,9 @@ class Dispatcher:
         )
         self._job_names = tuple(self._registry.names())
         self._log_jobs = settings.log_jobs
-        # Issue 19: the app's fleet-wide limits, read once; the store enforces them inside each claim.
+        # The app's fleet-wide limits, read once; the store enforces them inside each claim.
         self._limits = ClaimLimits(context.limits)
-        # compat-jobs (issue 12): app middleware around each call; async hooks awaited in the job's task.
+        # The app's middleware around each call; async hooks awaited in the job's task.
         self._middleware = context.middleware
 
     # -- the claim loop --------------------------------------------------------
@@ -214,7 +214,7 @@ class Dispatcher:
         run.task = asyncio.create_task(self._lifecycle(run), name=f"soniq-job-{run.job.id}")
 
     def cancel_unstarted(self, run: JobRun, message: str) -> None:
-        """End a claimed row whose handler never started as `cancelled` (issue 19), without a slot."""
+        """End a claimed row whose handler never started as `cancelled`, without a slot."""
         self._runs.adopt(run)
         run.task = asyncio.create_task(self._cancel_before_start(run, message), name=f"soniq-cancel-{run.job.id}")
 
@@ -225,7 +225,7 @@ class Dispatcher:
             settled = await self._settler.cancelled(run, message, give_up_at=self._write_deadline)
             self._job_end(run, settled)
             if self._bus.defers:
-                await run_deferred()  # compat-jobs: async hooks
+                await run_deferred()  # async hooks
         except Exception:
             logger.exception("internal error while cancelling job %s; the row stays for stale recovery", run.job.id)
             self._summary.unsettled_job_ids.append(run.job.id)
@@ -294,12 +294,13 @@ class Dispatcher:
         )
         self._job_end(run, settled)
         if self._bus.defers:
-            await run_deferred()  # compat-jobs: async hooks
+            await run_deferred()  # async hooks
 
     async def _hand_back_unknown(self, run: JobRun) -> None:
         """A name this worker cannot run (the store ignored `job_names`): give the row back untouched."""
         job = run.job
         run.phase = RunPhase.SETTLING
+        sent_at = time.time()
         try:
             written = await asyncio.wait_for(
                 self._backend.nack_job(NackJobParams(job_id=job.id, worker_id=self._worker_id)), 2.0
@@ -316,17 +317,8 @@ class Dispatcher:
             "" if written else f" (the nack was not written: {error or 'the row was no longer ours'})",
         )
         self._bus.nack(
-            NackEvent(
-                worker_id=self._worker_id,
-                job_id=job.id,
-                job_name=job.job_name,
-                queue=job.queue,
-                reason=REASON_UNKNOWN_JOB,
-                written=bool(written),
-                at=time.time(),
-                error=error,
-                started_at=time.time(),
-                attempts=job.attempts,
+            nack_event(
+                self._worker_id, job, reason=REASON_UNKNOWN_JOB, written=bool(written), error=error, started_at=sent_at
             )
         )
 
@@ -345,10 +337,10 @@ class Dispatcher:
         call = self._executor.call_async if definition.is_async else self._executor.call_sync
         try:
             if self._bus.defers:
-                await run_deferred()  # compat-jobs: async before_job hooks finish before the handler
+                await run_deferred()  # async before_job hooks finish before the handler
             if definition.plain and not self._middleware:
                 outcome: Outcome = await call(run, run.job.args, timeout)
-            else:  # compat-jobs: args_model, JobContext, middleware
+            else:  # args_model, JobContext, middleware
                 worker_id, middleware = self._worker_id, self._middleware
                 outcome = await self._executor.call(run, timeout, worker_id=worker_id, middleware=middleware)
         except asyncio.CancelledError:
@@ -364,20 +356,20 @@ class Dispatcher:
             if nacked is not None:
                 self._job_end(run, Settled(nacked, reason=run.nack_reason))
                 if self._bus.defers:
-                    await run_deferred()  # compat-jobs: async hooks and sinks see the nack too
+                    await run_deferred()  # async hooks and sinks see the nack too
             return
         run.phase = RunPhase.SETTLING
         self._release_slot(run)
         if outcome.stuck:
             self._summary.stuck_job_ids.append(run.job.id)
-        if run.cancel_reached:  # issue 19: a cancel request reached the run before it ended
+        if run.cancel_reached:  # a cancel request reached the run before it ended
             message = cancel_message(run, outcome)
             settled = await self._settler.cancelled(run, message, give_up_at=self._write_deadline)
         else:
             settled = await self._settler.settle(run, outcome, give_up_at=self._write_deadline)
         self._job_end(run, settled, None if run.cancel_reached else outcome.error)
         if self._bus.defers:
-            await run_deferred()  # compat-jobs: async after_job / on_error hooks
+            await run_deferred()  # async after_job / on_error hooks
 
     def _job_end(self, run: JobRun, settled: Settled, error: BaseException | None = None) -> None:
         if settled.outcome is JobOutcome.UNWRITTEN:

@@ -42,7 +42,7 @@ class JobRun:
     grace_cut: asyncio.Event = field(default_factory=asyncio.Event)
     """Set by shutdown to end an overran handler's cancel grace at once."""
     nack_reason: str = "shutdown_timeout"
-    # -- issue 19: cancel by request (see soniq.worker.cancel_watch) --
+    # -- cancel by request (see soniq.worker.cancel_watch) --
     handler_task: asyncio.Task[Any] | None = None
     """The async handler's own task, which a cancel request cancels (never the run's task)."""
     cancel_reached: bool = False
@@ -117,4 +117,4 @@ class Outcome:
     stuck: bool = False
     """The handler would not stop when cancelled (or its permit never came): dead letters say `stuck`."""
     cancelled: bool = False
-    """A cancel request stopped the run before its handler started (issue 19)."""
+    """A cancel request stopped the run before its handler started."""

@@ -1,4 +1,4 @@
-"""Cancelling running jobs on request (issue 19): the worker's cancel watcher.
+"""Cancelling running jobs on request: the worker's cancel watcher.
 
 While the worker holds rows, one task per worker waits on the store for
 changes to them (`wait_for_job_changes`: pushed by a store with

@@ -1,4 +1,4 @@
-"""The worker's side of fleet-wide limits (issue 19): what it passes to each claim, and when it claims again.
+"""The worker's side of fleet-wide limits: what it passes to each claim, and when it claims again.
 
 The store enforces every limit inside the claim (`ClaimJobsParams.limits`);
 the worker only forwards the app's limits, read once as it starts, and must

@@ -11,9 +11,9 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
+from soniq.compat.hooks import Middleware, build_chain
 from soniq.context import JobContext
-from soniq.errors import Snooze
-from soniq.hooks import Middleware, build_chain
+from soniq.errors import InternalError, Snooze
 from soniq.registry import validated_arguments
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.state import RunPhase
@@ -28,7 +28,7 @@ CANCELLED_BEFORE_START = Outcome(ok=False, cancelled=True)
 """A cancel request reached the run before its handler was called: the handler never runs."""
 
 
-class StuckHandlerError(TimeoutError):
+class StuckHandlerError(InternalError, TimeoutError):
     """A handler that overran its deadline and did not stop when cancelled."""
 
 
@@ -83,7 +83,7 @@ class Executor:
         self.lost_thread_history: list[str] = []
         self._threads_changed = asyncio.Event()
 
-    # -- compat-jobs (issue 12): one call with model check, JobContext, middleware, returned Snooze --
+    # -- one call: model check, JobContext, middleware, a returned Snooze --
 
     async def call(
         self, run: JobRun, timeout: float | None, *, worker_id: str = "", middleware: Sequence[Middleware] = ()
@@ -151,8 +151,6 @@ class Executor:
         if inner and inner[-1].ok and inner[-1].result is result:
             return inner[-1]
         return Outcome(ok=True, result=result)
-
-    # -- end compat-jobs --
 
     # -- async handlers --------------------------------------------------------
 

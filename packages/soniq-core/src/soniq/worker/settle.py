@@ -22,7 +22,6 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import TypeVar
 
-import soniq
 from soniq import features
 from soniq.backend import QueueStore
 from soniq.errors import Permanent
@@ -58,7 +57,7 @@ class Settled:
 
 
 _INTERNAL_DIRS = tuple(
-    os.path.dirname(module.__file__ or "") + os.sep for module in (soniq, asyncio, concurrent.futures)
+    os.path.dirname(module.__file__ or "") + os.sep for module in (features, asyncio, concurrent.futures)
 )
 """Frames in these packages (and in `threading`) are Soniq's and the event loop's way into a handler,
 not the user's code."""
@@ -301,7 +300,7 @@ class Settler:
 
     async def cancelled(self, run: JobRun, message: str, *, give_up_at: Deadline) -> Settled:
         """A cancel request stopped the run: the row ends `cancelled` with `message`, attempts untouched
-        (issue 19). A refused write leaves the row for stale recovery, like any unwritable outcome."""
+        . A refused write leaves the row for stale recovery, like any unwritable outcome."""
         job = run.job
         text = safe_text(message)
         params = FinishCancelParams(job_id=job.id, worker_id=self._worker_id, message=text)

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from soniq.observers import NackEvent, ShutdownInfo, ShutdownNotice
+from soniq.observers import ShutdownInfo, ShutdownNotice, nack_event
 from soniq.outcomes import HandlerKind
 from soniq.params import NackJobParams
 from soniq.worker._runs import CANCELLABLE_PHASES, JobRun
@@ -341,18 +341,7 @@ class ShutdownSequence:
                 error or "the row was no longer ours",
             )
         host.bus.nack(
-            NackEvent(
-                worker_id=host.worker_id,
-                job_id=job.id,
-                job_name=job.job_name,
-                queue=job.queue,
-                reason=reason,
-                written=bool(written),
-                at=time.time(),
-                error=error,
-                started_at=sent_at,
-                attempts=job.attempts,
-            )
+            nack_event(host.worker_id, job, reason=reason, written=bool(written), error=error, started_at=sent_at)
         )
         run.report_nack(bool(written))
         return bool(written)

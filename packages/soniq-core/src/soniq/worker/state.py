@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import enum
 
+from soniq.errors import InternalError
+
 
 class WorkerState(str, enum.Enum):
     """Exactly the states of the shutdown contract's diagram."""
@@ -24,7 +26,7 @@ ALLOWED_TRANSITIONS: dict[WorkerState, frozenset[WorkerState]] = {
 }
 
 
-class IllegalTransitionError(RuntimeError):
+class IllegalTransitionError(InternalError, RuntimeError):
     """A transition the diagram does not have; always a bug in the worker."""
 
 

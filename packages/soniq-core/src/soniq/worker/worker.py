@@ -22,7 +22,7 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from soniq import log_escape
 from soniq.backend import CancelChannel, QueueStore, has_role
@@ -46,7 +46,9 @@ from soniq.worker.supervise import LoopSupervisor
 from soniq.worker.watchdog import Watchdog
 
 if TYPE_CHECKING:
-    from soniq.app import Soniq
+    from soniq.app_context import AppContext
+    from soniq.compat.hooks import Middleware
+    from soniq.observers import AppReads
 
 __all__ = ["Worker", "WorkerSummary", "new_worker_id"]
 
@@ -61,22 +63,32 @@ def new_worker_id() -> str:
 
 class Worker:
     """One worker process: starts its claim, heartbeat, sweep and watchdog loops and stops them by the
-    shutdown contract; build it with `Soniq.worker`."""
+    shutdown contract; build it with `Soniq.worker`.
+
+    `reads` is the app's read API, handed to observers in `WorkerStartedEvent` (an exporter reads
+    queue gauges through it). `retry_policy` and `middleware` are the app's (``Soniq(retry_policy=...)``,
+    ``@app.middleware``); the middleware list is read when the worker starts."""
 
     def __init__(
         self,
-        app: Soniq,
+        context: AppContext,
         *,
+        reads: AppReads,
+        retry_policy: Any = None,
+        middleware: Sequence[Middleware] = (),
         concurrency: int | None = None,
         queues: Sequence[str] | None = None,
         run_once: bool = False,
         install_signal_handlers: bool = True,
     ) -> None:
-        settings = app.settings
-        self.app = app
+        settings = context.settings
+        self.context = context
+        self.reads = reads
+        self.retry_policy = retry_policy
+        self.middleware = middleware
         self.settings = settings
-        self.backend: QueueStore = app.backend
-        self.bus = app.bus
+        self.backend: QueueStore = context.backend
+        self.bus = context.bus
         self.concurrency = concurrency if concurrency is not None else settings.concurrency
         if isinstance(self.concurrency, bool) or not isinstance(self.concurrency, int) or self.concurrency < 1:
             raise ValueError(f"concurrency must be a whole number >= 1, got {concurrency!r}")
@@ -95,7 +107,7 @@ class Worker:
         self._signal_at = 0.0
         self._executor: Executor | None = None
         self.completions = CompletionBatcher(
-            self.backend, self.worker_id, self._write_deadline, result_ttl=app.settings.result_ttl
+            self.backend, self.worker_id, self._write_deadline, result_ttl=settings.result_ttl
         )
         self.state_record = StateRecord(self.backend, self.worker_id)
         # Every long-lived task runs under one restart rule (soniq.worker.supervise).
@@ -163,27 +175,28 @@ class Worker:
         the force path: nacks, worker row `stopped`, STOPPED); then the cancellation propagates.
         """
         settings = self.settings
-        refuse_without_jobs(self.app.registry, settings)
-        limits = self.app.group_limits()
+        context = self.context
+        refuse_without_jobs(context.registry, settings)
+        limits = context.group_limits()
         # Before anything is opened or written: a worker that cannot honour its configuration never starts.
         refuse_missing_roles(
-            self.backend, limits=limits, schedules=0 if self.run_once else len(self.app.scheduler.declared)
+            self.backend, limits=limits, schedules=0 if self.run_once else len(context.scheduler.declared)
         )
-        await self.app.connect()
+        await context.connect()
         await self.backend.prepare_worker(
             PrepareWorkerParams(concurrency=self.concurrency, prefetch=self.runs.prefetch)
         )
         executor = self._executor = Executor(
-            self.app.sync_pool,
+            context.sync_pool,
             settings.sync_handler_pool_size,
             cancel_grace=settings.cancel_grace_seconds,
         )
-        context = DispatchContext(
+        dispatch_context = DispatchContext(
             worker_id=self.worker_id,
             settings=settings,
             backend=self.backend,
             bus=self.bus,
-            registry=self.app.registry,
+            registry=context.registry,
             summary=self.summary,
             runs=self.runs,
             completions=self.completions,
@@ -191,11 +204,15 @@ class Worker:
             run_once=self.run_once,
             stop=self.stop,
             limits=limits,
-            retry_policy=self.app.retry_policy,
-            middleware=tuple(self.app.middleware_chain),
+            retry_policy=self.retry_policy,
+            middleware=tuple(self.middleware),
         )
         dispatch = Dispatcher(
-            context, executor, stop_event=self._stop_event, claiming=self._claiming, write_deadline=self._write_deadline
+            dispatch_context,
+            executor,
+            stop_event=self._stop_event,
+            claiming=self._claiming,
+            write_deadline=self._write_deadline,
         )
         await self.backend.register_worker(RegisterWorkerParams(worker=self.info()))
         # Handlers go in before the 'started' line: a supervisor (or test) that signals on seeing it must
@@ -215,13 +232,14 @@ class Worker:
             self.bus.worker_started(
                 WorkerStartedEvent(
                     worker_id=self.worker_id,
-                    app=self.app,
+                    settings=settings,
+                    reads=self.reads,
                     queues=self.queues,
                     concurrency=self.concurrency,
                     at=time.time(),
                 )
             )
-        log_budget(self.worker_id, settings, self.app.registry)
+        log_budget(self.worker_id, settings, context.registry)
         cancelled = False
         supervise = self.supervisor.run
         background = [
@@ -254,7 +272,7 @@ class Worker:
             ),
         ]
         if has_role(self.backend, CancelChannel):
-            # Issue 19: cancel requests for the rows this worker holds, through DRAINING to STOPPED.
+            # Cancel requests for the rows this worker holds, through DRAINING to STOPPED.
             watched = watched_store(self.backend)
             background.append(
                 asyncio.create_task(
@@ -265,8 +283,8 @@ class Worker:
                     name="soniq-cancel-watch",
                 )
             )
-        # Issue 14: the scheduler loop and the leader's duties end at the first shutdown signal (_stop_event).
-        duties = None if self.run_once else FleetDuties(self.app, holder=self.worker_id)
+        # The scheduler loop and the leader's duties end at the first shutdown signal (_stop_event).
+        duties = None if self.run_once else FleetDuties(context, holder=self.worker_id)
         if duties is not None:
             duties.start(self._stop_event, supervise=supervise)
         try:
@@ -335,7 +353,7 @@ class Worker:
             pid=os.getpid(),
             queues=self.queues,
             concurrency=self.concurrency,
-            job_names=tuple(self.app.registry.names()),
+            job_names=tuple(self.context.registry.names()),
         )
 
     @property

@@ -1,4 +1,4 @@
-"""Brings Soniq's own schema up to its latest step on ``manage.py migrate`` (issue 12: the store's
+"""Brings Soniq's own schema up to its latest step on ``manage.py migrate`` (the store's
 dedup keys and producer ids, PostgreSQL migration 5 / SQLite schema version 5).
 
 ``create_schema`` runs the backend's idempotent ``setup()``; the unmanaged models are unchanged.

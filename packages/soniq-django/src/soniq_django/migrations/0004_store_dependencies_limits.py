@@ -1,4 +1,4 @@
-"""Brings Soniq's own schema up to its latest step on ``manage.py migrate`` (issue 19: job
+"""Brings Soniq's own schema up to its latest step on ``manage.py migrate`` (job
 dependencies, fleet-wide limits, cancel requests and watched jobs; PostgreSQL migration 6 / SQLite
 schema version 6).
 

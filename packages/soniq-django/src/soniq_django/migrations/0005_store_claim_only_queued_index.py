@@ -1,4 +1,4 @@
-"""Brings Soniq's own schema up to its latest step on ``manage.py migrate`` (issue 18: queued rows
+"""Brings Soniq's own schema up to its latest step on ``manage.py migrate`` (queued rows
 are indexed only by the claim indexes, and rows waiting for dependencies by their own; PostgreSQL
 migration 7).
 

@@ -1,4 +1,4 @@
--- Ids of the rows a worker is processing whose cancel was requested (protocol 4).
+-- Ids of the rows a worker is processing whose cancel was requested.
 -- ARGV: prefix, worker_id. Reads only that worker's rows (its `wproc` set).
 local worker = ARGV[2]
 local found = {}

@@ -240,7 +240,7 @@ local function before(a, b)
   return #a < #b
 end
 
--- Job names under a job-scope max_concurrent (protocol 4): `limited_jobs` maps each to the
+-- Job names under a job-scope max_concurrent: `limited_jobs` maps each to the
 -- time (microseconds) until which claims keep `pj:<name>`, the ids of its rows claimed
 -- since; claim_limited.lua registers names, rebuilds the set from the processing rows
 -- when it registers one anew, and drops ids no longer processing. Nil when none is live,
@@ -265,7 +265,7 @@ local function take(id, target, worker, stamp, mark, tracked)
   local f = redis.call('HMGET', k, 'status', 'queue', 'created_at', 'dedup_key', 'job_name')
   if tracked and tracked[f[5]] then redis.call('SADD', P .. 'pj:' .. f[5], id) end
   transition(id, f[2], f[3], f[1], target)
-  -- A claim releases the row's dedup key (issue 12).
+  -- A claim releases the row's dedup key.
   if f[4] then
     if redis.call('GET', P .. 'dedup:' .. f[4]) == id then redis.call('DEL', P .. 'dedup:' .. f[4]) end
     redis.call('HDEL', k, 'dedup_key')

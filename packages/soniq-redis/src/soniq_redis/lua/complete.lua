@@ -1,8 +1,8 @@
 -- Complete one or many claimed rows, each fenced on its own.
 -- ARGV: prefix, done-status, worker_id, then (job_id, result JSON, expires_at) triples;
 -- expires_at is microseconds, or '' for a row kept until deleted by hand, or 'delete' to
--- delete the row instead (result_ttl = 0, issue 12).
--- Each written row resolves its dependents and, when watched, publishes its id (protocol 4).
+-- delete the row instead (result_ttl = 0).
+-- Each written row resolves its dependents and, when watched, publishes its id.
 -- Returns the ids actually written.
 local target, worker = ARGV[2], ARGV[3]
 check_status(target)

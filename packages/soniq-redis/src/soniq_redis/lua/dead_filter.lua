@@ -1,4 +1,4 @@
--- Dead-letter rows matching a filter (issue 12): delete a bounded batch, or count. (Listing is
+-- Dead-letter rows matching a filter: delete a bounded batch, or count. (Listing is
 -- `dead_letter_page`, in `soniq_redis.reads`.)
 -- ARGV: prefix, mode ('delete' | 'stats'), names, queues, reasons (JSON arrays, '' = any),
 -- moved_from, moved_to (microseconds, '' = open), resurrected ('1' | '0' | ''), limit.

@@ -1,5 +1,5 @@
--- Delete one job row, whatever its status, with every index entry of it (issue 12).
--- A row deleted before it was done fails its dependents; a watched one publishes (protocol 4).
+-- Delete one job row, whatever its status, with every index entry of it.
+-- A row deleted before it was done fails its dependents; a watched one publishes.
 -- ARGV: prefix, job_id. Returns 1 when a row went, 0 when there was none.
 local id = ARGV[2]
 local k = job_key(id)

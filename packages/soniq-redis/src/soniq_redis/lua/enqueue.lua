@@ -7,7 +7,7 @@
 -- e - 4 dependency ids.
 -- A job whose dedup_key is held by a queued row (P .. 'dedup:' .. key names it) is not
 -- written; the reply lists the stored id of every job in order (the holder's for those).
--- Dependencies (protocol 4): each must be a job row, a dead-letter row or a job earlier in
+-- Dependencies: each must be a job row, a dead-letter row or a job earlier in
 -- the batch, else SONIQ_UNKNOWN_DEPENDENCY with the missing ids as JSON and nothing written.
 local status = ARGV[2]
 check_status(status)

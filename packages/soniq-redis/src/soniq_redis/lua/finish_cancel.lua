@@ -1,4 +1,4 @@
--- The handler of a row whose cancel was requested has stopped (protocol 4). Fenced.
+-- The handler of a row whose cancel was requested has stopped. Fenced.
 -- ARGV: prefix, cancelled-status, job_id, worker_id, message. The row becomes cancelled
 -- with last_error = message (attempts untouched, cancel_requested kept), its dependents
 -- fail, and a watched row publishes its id. Returns 1 when written, 0 otherwise.

@@ -1,5 +1,5 @@
 -- ARGV: prefix, queued-status, dead job_id, new_job_id, scheduled_at, then the overrides
--- queue, priority, max_attempts ('' keeps the dead row's) and attempts (issue 12).
+-- queue, priority, max_attempts ('' keeps the dead row's) and attempts.
 local status, id, new_id, scheduled_at = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 check_status(status)
 local dk = dead_key(id)

@@ -1,4 +1,4 @@
--- Ask for a job to stop, whatever its status (protocol 4). ARGV: prefix, job_id.
+-- Ask for a job to stop, whatever its status. ARGV: prefix, job_id.
 -- queued: cancelled now, dependents following -> 'cancelled'. processing: the flag
 -- cancel_requested is set and the id published on the job-changes channel, which
 -- the owner's watcher hears -> 'requested'. done, cancelled or dead-lettered: nothing

@@ -1,4 +1,4 @@
--- Mark rows so that the script that finishes each publishes its id (protocol 4).
+-- Mark rows so that the script that finishes each publishes its id.
 -- ARGV: prefix, job ids... Ids with no row are ignored (no hash is created for them).
 for i = 2, #ARGV do
   local k = job_key(ARGV[i])

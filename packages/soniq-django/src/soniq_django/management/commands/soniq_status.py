@@ -7,8 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from soniq import Soniq
-from soniq.cli.output import safe
-from soniq.redaction import redact_url
+from soniq.observers import printable as safe
+from soniq.observers import redact_url
 from soniq_django.config import backend_config, default_alias
 from soniq_django.models import Worker
 from soniq_django.runtime import with_app

@@ -1,8 +1,13 @@
-"""`Snooze`: put a job off without spending an attempt, by returning it or raising it."""
+"""What a handler tells the worker to do instead of finishing: `Snooze` (run me later) and
+`Permanent` (give me up now). They are instructions, not errors, so they derive from neither
+`SoniqError` nor each other; `soniq.errors` re-exports both under their old names."""
 
 from __future__ import annotations
 
 import math
+
+SNOOZE_MAX_SECONDS = 30 * 86400.0
+"""The longest a `Snooze` puts a job off (30 days) unless the app sets `snooze_max_seconds`."""
 
 
 class Snooze(Exception):  # noqa: N818 - returned or raised by handlers, reads as an instruction
@@ -37,3 +42,9 @@ class Snooze(Exception):  # noqa: N818 - returned or raised by handlers, reads a
 
     def __repr__(self) -> str:
         return f"Snooze(seconds={self.seconds!r}, reason={self.reason!r})"
+
+
+class Permanent(Exception):  # noqa: N818 - raised by handlers, reads as an instruction
+    """Raise from a handler to give the job up now: it moves to the dead-letter table with
+    reason ``non_retryable`` whatever retries it has left. ``raise Permanent("why") from exc``
+    keeps the original error's traceback in `last_error`."""
