@@ -632,9 +632,9 @@ class HangingSink:
 def test_a_hanging_async_sink_call_is_abandoned_after_its_bound(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    import soniq.metrics
+    import soniq.compat.metrics
 
-    monkeypatch.setattr(soniq.metrics, "SINK_CALL_TIMEOUT", 0.1)
+    monkeypatch.setattr(soniq.compat.metrics, "SINK_CALL_TIMEOUT", 0.1)
 
     async def main() -> None:
         app = Soniq("memory://", metrics_sink=HangingSink(), **FAST)

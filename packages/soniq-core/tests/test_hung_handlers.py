@@ -142,7 +142,7 @@ async def test_a_sync_handler_that_never_returns_loses_its_thread_but_not_the_wo
 
     @app.job(max_retries=0, timeout=0.5)
     def needs_a_thread() -> str:
-        return "never gets one"
+        return "ran once a thread came back"
 
     @app.job
     async def quick(n: int) -> int:
@@ -154,18 +154,65 @@ async def test_a_sync_handler_that_never_returns_loses_its_thread_but_not_the_wo
     await wait_until(lambda: app.dead_letter.get(hung), timeout=10)
     starved = [await app.enqueue(needs_a_thread) for _ in range(3)]
     ok = [await app.enqueue(quick, n=n) for n in range(5)]
+    # With the only thread lost, async jobs run on and no sync job is claimed to wait for a thread.
     for job_id in ok:
         await wait_until(lambda j=job_id: _is(app, j, "done"), timeout=10)
     for job_id in starved:
-        await wait_until(lambda j=job_id: app.dead_letter.get(j), timeout=10)
-        dead = await app.dead_letter.get(job_id)
-        assert dead is not None
-        assert "for a sync-pool thread and got none" in dead["last_error"]
+        row = await app.get_job(job_id)
+        assert row is not None
+        assert (row["status"], row["attempts"], row["worker_id"]) == ("queued", 0, None)
+    assert any("claiming no sync job" in r.getMessage() for r in caplog.records)
+    # The thread comes back: the sync jobs run, none of them having spent an attempt waiting.
+    gate.set()
+    for job_id in starved:
+        await wait_until(lambda j=job_id: _is(app, j, "done"), timeout=10)
+        row = await app.get_job(job_id)
+        assert row is not None
+        assert (row["attempts"], row["result"]) == (0, "ran once a thread came back")
+    assert any("claiming sync jobs again" in r.getMessage() for r in caplog.records)
     assert any("overran its timeout" in r.getMessage() and hung in r.getMessage() for r in caplog.records)
     worker.stop("test")
-    gate.set()
     summary = await asyncio.wait_for(task, 20)
     assert summary.lost_thread_job_ids == [hung]
+
+
+async def test_a_sync_job_claimed_before_the_pool_ran_dry_is_put_off_not_failed(
+    fast_settings: dict[str, Any], wait_until: Any
+) -> None:
+    app = make(fast_settings, concurrency=2, sync_handler_pool_size=1, cancel_grace_seconds=0.2)
+    gate = threading.Event()
+    started = threading.Event()
+
+    @app.job(max_retries=0, timeout=0.3)
+    def hangs() -> None:
+        started.set()
+        gate.wait(30)
+
+    @app.job(max_retries=0)
+    def waits_for_a_thread() -> str:
+        return "ran"
+
+    hung = await app.enqueue(hangs)
+    waiting = await app.enqueue(waits_for_a_thread, priority=200)
+    worker, task = await start(app)
+    try:
+        # Claimed together; the second waits for the one permit, which the hung thread keeps past its deadline.
+        await wait_until(lambda: app.dead_letter.get(hung), timeout=10)
+
+        async def put_off() -> bool:
+            row = await app.get_job(waiting)
+            return row is not None and row["status"] == "queued" and row["scheduled_at"] > row["created_at"]
+
+        await wait_until(put_off, timeout=10)
+        row = await app.get_job(waiting)
+        assert row is not None
+        assert row["attempts"] == 0
+        assert await app.dead_letter.get(waiting) is None
+    finally:
+        gate.set()
+    await wait_until(lambda: _is(app, waiting, "done"), timeout=15)
+    worker.stop("test")
+    await asyncio.wait_for(task, 20)
 
 
 async def test_at_shutdown_a_row_past_its_deadline_is_failed_not_handed_back(

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from soniq.params import DeadLetterPageParams, JobActivityParams, JobCursor, JobPageParams
+from soniq.params import DeadLetterFilter, DeadLetterPageParams, JobActivityParams, JobCursor, JobPageParams
 from soniq.records import ActivityBucket, DeadLetterRecord, JobRecord, JobStatus
 
 _Row = TypeVar("_Row", JobRecord, DeadLetterRecord)
@@ -37,7 +37,23 @@ def job_matches(params: JobPageParams, row: JobRecord) -> bool:
     return params.before is None or (row.created_at, row.id) < (params.before.at, params.before.id)
 
 
+def dead_letter_filter_matches(wanted: DeadLetterFilter, row: DeadLetterRecord) -> bool:
+    """Whether a dead-letter row passes every field of the filter (the bulk operations' and the pages')."""
+    moved = row.moved_to_dead_letter_at
+    return (
+        (wanted.job_names is None or row.job_name in wanted.job_names)
+        and (wanted.queues is None or row.queue in wanted.queues)
+        and (wanted.reasons is None or row.dead_letter_reason in wanted.reasons)
+        and (wanted.moved_from is None or moved >= wanted.moved_from)
+        and (wanted.moved_to is None or moved <= wanted.moved_to)
+        and (wanted.resurrected is None or (row.resurrection_count > 0) == wanted.resurrected)
+    )
+
+
 def dead_letter_matches(params: DeadLetterPageParams, row: DeadLetterRecord) -> bool:
+    """Whether a dead-letter row belongs on the page: every field of the params, its `filter` included."""
+    if params.filter is not None and not dead_letter_filter_matches(params.filter, row):
+        return False
     if params.reasons is not None and row.dead_letter_reason not in params.reasons:
         return False
     if params.queues is not None and row.queue not in params.queues:

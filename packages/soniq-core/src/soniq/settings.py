@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from soniq.backend.options import parse_bool
 from soniq.compat.settings import read_env_file, translate
 from soniq.errors import SettingsError
 from soniq.limits import queue_group_limits
@@ -99,15 +100,15 @@ def _parse_int(name: str, value: Any, *, minimum: int, maximum: int | None = Non
     return number
 
 
-_TRUE = ("1", "true", "yes", "on")
-_FALSE = ("0", "false", "no", "off", "")
-
-
 def _parse_bool(name: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
-        return value.strip().lower() in _TRUE
+    """The words every flag takes (`soniq.backend.options.parse_bool`); an empty environment variable is False."""
+    if isinstance(value, str) and not value.strip():
+        return False
+    if isinstance(value, bool | str):
+        try:
+            return parse_bool(name, value)
+        except ValueError:
+            pass
     raise SettingsError(name, f"expected true or false, got {value!r}")
 
 

@@ -85,6 +85,7 @@ from soniq.backend import (
     WatchJobsParams,
     WorkerRecord,
     WorkerStatus,
+    dead_letter_filter_matches,
 )
 from soniq.errors import InvalidURLError, SoniqError
 from soniq_memory import cancel, changes, dependencies, reads, schedules
@@ -545,7 +546,7 @@ class MemoryBackend:
     async def delete_dead_letters(self, params: DeleteDeadLettersParams, /) -> set[str]:
         store = self._store
         with store.lock:
-            matching = [row for row in store.dead_letters.values() if reads.filter_matches(params.filter, row)]
+            matching = [row for row in store.dead_letters.values() if dead_letter_filter_matches(params.filter, row)]
             matching.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id))
             deleted = {row.id for row in matching[: max(params.limit, 0)]}
             for job_id in deleted:
@@ -558,7 +559,7 @@ class MemoryBackend:
             rows = [
                 row
                 for row in self._store.dead_letters.values()
-                if params.filter is None or reads.filter_matches(params.filter, row)
+                if params.filter is None or dead_letter_filter_matches(params.filter, row)
             ]
             moved = [row.moved_to_dead_letter_at for row in rows]
             return DeadLetterStats(

@@ -6,10 +6,8 @@ from datetime import datetime
 
 from soniq.backend import (
     ActivityBucket,
-    DeadLetterFilter,
     DeadLetterPage,
     DeadLetterPageParams,
-    DeadLetterRecord,
     JobActivityParams,
     JobCountsParams,
     JobPage,
@@ -24,19 +22,6 @@ from soniq.backend import (
     job_matches,
 )
 from soniq_memory.store import MemoryStore
-
-
-def filter_matches(wanted: DeadLetterFilter, row: DeadLetterRecord) -> bool:
-    """Whether a dead-letter row passes every field of the filter."""
-    moved = row.moved_to_dead_letter_at
-    return (
-        (wanted.job_names is None or row.job_name in wanted.job_names)
-        and (wanted.queues is None or row.queue in wanted.queues)
-        and (wanted.reasons is None or row.dead_letter_reason in wanted.reasons)
-        and (wanted.moved_from is None or moved >= wanted.moved_from)
-        and (wanted.moved_to is None or moved <= wanted.moved_to)
-        and (wanted.resurrected is None or (row.resurrection_count > 0) == wanted.resurrected)
-    )
 
 
 def job_counts(store: MemoryStore, params: JobCountsParams) -> list[QueueCounts]:
@@ -112,11 +97,7 @@ def job_page(store: MemoryStore, params: JobPageParams) -> JobPage:
 def dead_letter_page(store: MemoryStore, params: DeadLetterPageParams) -> DeadLetterPage:
     with store.lock:
         rows = sorted(
-            (
-                d
-                for d in store.dead_letters.values()
-                if dead_letter_matches(params, d) and (params.filter is None or filter_matches(params.filter, d))
-            ),
+            (d for d in store.dead_letters.values() if dead_letter_matches(params, d)),
             key=lambda d: (d.moved_to_dead_letter_at, d.id),
             reverse=True,
         )[: max(0, params.limit) + 1]

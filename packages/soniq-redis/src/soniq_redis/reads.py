@@ -25,7 +25,6 @@ from redis.asyncio import Redis
 
 from soniq.backend import (
     ActivityBucket,
-    DeadLetterFilter,
     DeadLetterPage,
     DeadLetterPageParams,
     DeadLetterRecord,
@@ -209,19 +208,6 @@ def _without_result(row: JobRecord) -> JobRecord:
     return replace(row, result=None)
 
 
-def filter_matches(wanted: DeadLetterFilter, row: DeadLetterRecord) -> bool:
-    """Whether a dead-letter row passes every field of the filter."""
-    moved = row.moved_to_dead_letter_at
-    return (
-        (wanted.job_names is None or row.job_name in wanted.job_names)
-        and (wanted.queues is None or row.queue in wanted.queues)
-        and (wanted.reasons is None or row.dead_letter_reason in wanted.reasons)
-        and (wanted.moved_from is None or moved >= wanted.moved_from)
-        and (wanted.moved_to is None or moved <= wanted.moved_to)
-        and (wanted.resurrected is None or (row.resurrection_count > 0) == wanted.resurrected)
-    )
-
-
 async def dead_letter_page(client: Redis, keys: KeySpace, params: DeadLetterPageParams) -> DeadLetterPage:
     p = keys.prefix
     wanted = params.filter
@@ -245,7 +231,7 @@ async def dead_letter_page(client: Redis, keys: KeySpace, params: DeadLetterPage
         limit,
         keys.dead,
         dead_letter_record,
-        lambda r: dead_letter_matches(params, r) and (wanted is None or filter_matches(wanted, r)),
+        lambda r: dead_letter_matches(params, r),
         scores,
     )
     page, cursor = cut(rows, limit, dead_letter_cursor)

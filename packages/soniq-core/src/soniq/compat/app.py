@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from soniq.backend_names import url_for_backend_name
 from soniq.compat.hooks import check_hook, check_middleware, hook_listeners
-from soniq.metrics import MetricsSink, NullMetricsSink, adapt_metrics_sink
+from soniq.compat.metrics import adapt_metrics_sink
+from soniq.metrics import MetricsSink, NullMetricsSink
 from soniq.registry import JobDefinition, default_job_name
 from soniq.retry import check_app_retry_policy
 from soniq.routing import (

@@ -125,6 +125,8 @@ class Dispatcher:
             snooze_max_seconds=settings.snooze_max_seconds,
         )
         self._job_names = tuple(self._registry.names())
+        self._async_names = tuple(name for name in self._job_names if self._is_async(name))
+        self._sync_claims_paused = False
         self._log_jobs = settings.log_jobs
         # The app's fleet-wide limits, read once; the store enforces them inside each claim.
         self._limits = ClaimLimits(context.limits)
@@ -150,7 +152,7 @@ class Dispatcher:
                 queues=self._queues,
                 limit=room,
                 mark_started=not self._defer_start_mark,
-                job_names=self._job_names,
+                job_names=self._claimable_names(),
                 limits=self._limits.limits,
             )
             try:
@@ -189,6 +191,25 @@ class Dispatcher:
             began = loop.time()
             await self._race(self._backend.wait_for_jobs(wait), runs.changed.wait())
             quick_wake = loop.time() - began < QUICK_WAKE_SECONDS and not runs.changed.is_set()
+
+    def _is_async(self, name: str) -> bool:
+        definition = self._registry.get(name)
+        return definition is not None and definition.is_async
+
+    def _claimable_names(self) -> tuple[str, ...]:
+        """Every registered name, or only the async ones while every sync-pool thread is held by a handler
+        that overran its deadline: a sync job claimed then could only wait for a thread that may never return."""
+        exhausted = self._executor.sync_pool_exhausted
+        if exhausted != self._sync_claims_paused:
+            self._sync_claims_paused = exhausted
+            if exhausted:
+                logger.warning(
+                    "every sync-pool thread is held by a handler that overran its deadline: claiming no sync job "
+                    "until one returns (async jobs run on; raise 'sync_handler_pool_size' or fix the handler)"
+                )
+            else:
+                logger.warning("a sync-pool thread came back: claiming sync jobs again")
+        return self._async_names if exhausted else self._job_names
 
     async def _wait_idle(self) -> None:
         while not self._runs.empty:

@@ -65,7 +65,12 @@ class Executor:
     worker stops waiting for it, so a timed-out thread keeps its permit. The
     wait for a permit shares the job's deadline; a job without one gives up
     after `cancel_grace` once every permit is held by a thread that overran
-    its own deadline, since none of them may ever come back.
+    its own deadline, since none of them may ever come back, and is then put
+    off (a snooze: its attempts untouched) rather than failed. While every
+    permit is held that way the dispatcher claims no sync job at all
+    (`sync_pool_exhausted`), so healthy sync jobs wait in the store, for this
+    worker's threads to come back or for another worker, instead of burning
+    their retries here.
     """
 
     def __init__(
@@ -82,6 +87,11 @@ class Executor:
         """Async handlers that would not stop when cancelled, left to finish in the background."""
         self.lost_thread_history: list[str] = []
         self._threads_changed = asyncio.Event()
+
+    @property
+    def sync_pool_exhausted(self) -> bool:
+        """Every sync-pool thread is held by a handler that overran its deadline."""
+        return len(self.lost_threads) >= self._pool_size
 
     # -- one call: model check, JobContext, middleware, a returned Snooze --
 
@@ -243,6 +253,9 @@ class Executor:
         loop = asyncio.get_running_loop()
         began = loop.time()
         refusal = await self._acquire_permit(timeout)
+        if refusal is not None and self.sync_pool_exhausted:
+            # No thread may ever come back: hand the job back for later, its attempt unspent.
+            return _outcome_from_exception(Snooze(max(1.0, self._cancel_grace), reason=refusal))
         if refusal is not None:
             return Outcome(ok=False, error=TimeoutError(refusal), timed_out=True)
         if run.cancel_reached:  # asked to stop while it waited for a thread: it never starts
