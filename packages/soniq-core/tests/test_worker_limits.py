@@ -121,3 +121,61 @@ async def test_a_short_claim_under_a_rate_limit_waits_until_just_after_the_next_
     assert not ClaimLimits(())
     assert next_window_in(1.0, 7.0) == 1.0
     assert next_window_in(0.5, 7.2) == pytest.approx(0.3)
+
+
+async def all_done(app: Soniq, ids: list[str]) -> bool:
+    rows = [await app.get_job(job_id) for job_id in ids]
+    return all(row is not None and row["status"] == "done" for row in rows)
+
+
+async def test_a_limit_the_store_cannot_apply_holds_back_only_the_jobs_it_covers(
+    fast_settings: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    app = Soniq("memory://", **{**fast_settings, "concurrency": 4, "queue_limits": {"metered": {"max_concurrent": 1}}})
+    backend = app.backend
+    original = backend.claim_jobs
+    broken = True
+
+    async def claim_jobs(params: ClaimJobsParams, /) -> list[JobRecord]:
+        if broken and params.limits:
+            raise RuntimeError("this store cannot apply that limit")
+        return await original(params)
+
+    backend.claim_jobs = claim_jobs  # type: ignore[method-assign]
+
+    @app.job(max_concurrent=1)
+    async def limited(n: int) -> int:
+        return n
+
+    @app.job
+    async def free(n: int) -> int:
+        return n
+
+    held = [await app.enqueue(limited, n=n) for n in range(3)]
+    held += [await app.enqueue(free, n=n, queue="metered") for n in range(2)]
+    runs = [await app.enqueue(free, n=n) for n in range(5)]
+    caplog.set_level("ERROR", logger="soniq.worker")
+    worker = app.worker(install_signal_handlers=False)
+    task = asyncio.create_task(worker.run())
+    try:
+        deadline = time.monotonic() + 20
+        while not await all_done(app, runs):
+            assert time.monotonic() < deadline, "the jobs no limit covers did not run"
+            await asyncio.sleep(0.01)
+        for job_id in held:
+            row = await app.get_job(job_id)
+            assert row is not None
+            assert (row["status"], row["attempts"]) == ("queued", 0)
+        assert not task.done(), "the worker stopped over a limit it could not apply"
+        failures = [r for r in caplog.records if "the claim with fleet-wide limits failed" in r.getMessage()]
+        assert len(failures) == 1
+        limited_name = next(name for name in app.registry.names() if name.endswith("limited"))
+        assert f"job:{limited_name}" in failures[0].getMessage()
+        assert "queue:metered" in failures[0].getMessage()
+        broken = False  # the store can apply the limit again: the held jobs run
+        while not await all_done(app, held):
+            assert time.monotonic() < deadline, "the held jobs did not run once the limit worked again"
+            await asyncio.sleep(0.01)
+    finally:
+        worker.stop("test")
+        await asyncio.wait_for(task, 20)

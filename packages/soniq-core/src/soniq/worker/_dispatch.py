@@ -14,14 +14,14 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from soniq.bus import run_deferred
 from soniq.errors import BackendUnavailableError
 from soniq.observers import job_end_event, job_start_event, nack_event
 from soniq.outcomes import HandlerKind, JobOutcome
-from soniq.params import ClaimJobsParams, NackJobParams, WaitForJobsParams
+from soniq.params import ClaimJobsParams, LimitScope, NackJobParams, WaitForJobsParams
 from soniq.records import DeadLetterReason, JobRecord, StaleJobPolicy
 from soniq.retry import JobRetryDelays, RetryPolicy
 from soniq.serialization import safe_text
@@ -127,6 +127,7 @@ class Dispatcher:
         self._job_names = tuple(self._registry.names())
         self._async_names = tuple(name for name in self._job_names if self._is_async(name))
         self._sync_claims_paused = False
+        self._limited_claim_error: str | None = None
         self._log_jobs = settings.log_jobs
         # The app's fleet-wide limits, read once; the store enforces them inside each claim.
         self._limits = ClaimLimits(context.limits)
@@ -161,6 +162,16 @@ class Dispatcher:
                 logger.warning("claim failed, store unreachable: %s", exc)
                 await self._race(asyncio.sleep(self._settings.poll_interval))
                 continue
+            except Exception as exc:
+                if not params.limits:
+                    raise
+                # A limit the store cannot apply holds back only the jobs it covers: run the others.
+                await self._claim_around_limits(params, exc)
+                await self._race(asyncio.sleep(self._settings.poll_interval), runs.changed.wait())
+                continue
+            if params.limits and self._limited_claim_error is not None:
+                self._limited_claim_error = None
+                logger.warning("the claim with fleet-wide limits works again; the jobs they cover run again")
             # Any other error ends this loop: the worker's supervisor logs it and restarts the loop after a
             # growing pause, and stops the worker when it keeps failing (soniq.worker.supervise).
             self._accept(rows)
@@ -191,6 +202,29 @@ class Dispatcher:
             began = loop.time()
             await self._race(self._backend.wait_for_jobs(wait), runs.changed.wait())
             quick_wake = loop.time() - began < QUICK_WAKE_SECONDS and not runs.changed.is_set()
+
+    async def _claim_around_limits(self, params: ClaimJobsParams, exc: Exception) -> None:
+        """After a claim with limits failed: claim without them, leaving out every job name a limit covers, and
+        hand straight back any row of a queue a limit covers, so that those jobs wait in the store untouched."""
+        limited_names = {limit.name for limit in params.limits if limit.scope is LimitScope.JOB}
+        limited_queues = {limit.name for limit in params.limits if limit.scope is LimitScope.QUEUE}
+        error = f"{type(exc).__name__}: {exc}"
+        if error != self._limited_claim_error:
+            self._limited_claim_error = error
+            logger.error(
+                "the claim with fleet-wide limits failed (%s); the jobs those limits cover (%s) stay queued, the "
+                "others run on; retrying the limited claim every poll_interval",
+                safe_text(error),
+                ", ".join(sorted(limit.key for limit in params.limits)),
+            )
+        names = tuple(name for name in params.job_names or () if name not in limited_names)
+        if not names:
+            return
+        rows = await self._backend.claim_jobs(replace(params, limits=(), job_names=names))
+        held = [row for row in rows if row.queue in limited_queues]
+        for row in held:
+            await self._backend.nack_job(NackJobParams(job_id=row.id, worker_id=self._worker_id))
+        self._accept([row for row in rows if row.queue not in limited_queues])
 
     def _is_async(self, name: str) -> bool:
         definition = self._registry.get(name)
