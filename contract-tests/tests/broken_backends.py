@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from dataclasses import replace
 from datetime import timedelta
@@ -31,6 +32,8 @@ from soniq.params import (
     RequestCancelParams,
     RescueAction,
     RescueJobsParams,
+    SaveCheckpointParams,
+    SaveStepParams,
     WaitForJobChangesParams,
 )
 from soniq.records import (
@@ -380,3 +383,85 @@ class CascadeDecidesItself(MemoryBackend):
     def __init__(self, *, name: str | None = None, namespace: str | None = None) -> None:
         super().__init__(name=None, namespace=namespace)
         self._store = _CascadeStore()
+
+
+# -- round three: queue pauses, steps, versions, shutdown nacks --------------------------------
+
+
+class ClaimIgnoresExcludedQueues(MemoryBackend):
+    """Stores pauses but claims from paused queues all the same."""
+
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        return await super().claim_jobs(replace(params, excluded_queues=()))
+
+
+class ClaimTouchesExcludedRows(MemoryBackend):
+    """Leaves paused queues' rows unclaimed but bumps their `updated_at`, as a claim that locks and
+    rewrites every candidate row would."""
+
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        claimed = await super().claim_jobs(params)
+        with self._store.lock:
+            now = self._store.now() + timedelta(milliseconds=5)
+            for row in list(self._store.jobs.values()):
+                if row.status is JobStatus.QUEUED and row.queue in params.excluded_queues:
+                    self._store.put_job(replace(row, updated_at=now))
+        return claimed
+
+
+class StepWritesUnfenced(MemoryBackend):
+    """`save_step` and `save_checkpoint` write whoever asks, whatever the row's status."""
+
+    async def save_step(self, params: SaveStepParams, /) -> bool:
+        with self._store.lock:
+            row = self._store.jobs.get(params.job_id)
+            if row is None:
+                return False
+            self._store.put_job(replace(row, steps={**row.steps, params.name: json.loads(params.value_json)}))
+            return True
+
+    async def save_checkpoint(self, params: SaveCheckpointParams, /) -> bool:
+        with self._store.lock:
+            row = self._store.jobs.get(params.job_id)
+            if row is None:
+                return False
+            self._store.put_job(replace(row, checkpoint=json.loads(params.value_json)))
+            return True
+
+
+class StepReplacesEveryStep(MemoryBackend):
+    """`save_step` overwrites the whole `steps` object with the one step it was given."""
+
+    async def save_step(self, params: SaveStepParams, /) -> bool:
+        written = await super().save_step(params)
+        if written:
+            with self._store.lock:
+                row = self._store.jobs[params.job_id]
+                self._store.put_job(replace(row, steps={params.name: json.loads(params.value_json)}))
+        return written
+
+
+class NackForgetsSteps(MemoryBackend):
+    """A nack hands the row back with its steps and checkpoint cleared: every re-run starts over."""
+
+    async def nack_job(self, params: NackJobParams, /) -> bool:
+        written = await super().nack_job(params)
+        if written:
+            with self._store.lock:
+                row = self._store.jobs[params.job_id]
+                self._store.put_job(replace(row, steps={}, checkpoint=None))
+        return written
+
+
+class ClaimIgnoresMaxVersions(MemoryBackend):
+    """Stores versions but claims rows of any version: an old worker takes new code's rows."""
+
+    async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
+        return await super().claim_jobs(replace(params, max_versions=None))
+
+
+class ShutdownNacksNotCounted(MemoryBackend):
+    """Ignores `handler_started`: `shutdown_nacks` never grows, so `max_shutdown_nacks` never applies."""
+
+    async def nack_job(self, params: NackJobParams, /) -> bool:
+        return await super().nack_job(replace(params, handler_started=False))

@@ -80,6 +80,10 @@ PROCESS_SCENARIOS = {
     "test_a_graph_of_1000_jobs_completes_in_order_across_worker_processes",
     # issue 28: the traceback a real worker stores
     "test_a_real_worker_stores_the_traceback_from_the_handlers_frame",
+    # round three: deploy day (resumable steps, job versions, a paused queue)
+    "test_a_sigterm_mid_step_resumes_on_a_new_worker_without_rerunning_done_steps",
+    "test_old_and_new_versions_of_a_job_share_the_fleet_during_a_deploy",
+    "test_a_queue_paused_for_a_deploy_holds_its_backlog_until_resumed",
 }
 TRANSACTIONAL = {
     "test_transactional_enqueue_is_invisible_until_the_caller_commits",

@@ -269,3 +269,78 @@ def test_the_cascade_test_fails_only_where_the_cascade_differs_from_cores(pytest
     outcomes = run_class_form(pytester, "CascadeDecidesItself", "-k", "on_dependency_finished and (done or run)")
     assert outcomes["failed"] == {}
     assert set(outcomes["passed"]) == {"test_a_waiting_dependent_changes_as_cores_on_dependency_finished_says"}
+
+
+# -- round three: queue pauses, steps, versions, shutdown nacks --------------------------------
+
+
+def test_suite_catches_a_claim_that_ignores_paused_queues(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "ClaimIgnoresExcludedQueues", "-k", "excluded or pause")
+    assert {
+        "test_claim_leaves_excluded_queues_untouched_and_claims_the_rest",
+        "test_a_claim_of_only_excluded_queues_claims_nothing",
+        "test_an_excluded_queue_is_claimed_again_once_no_longer_excluded",
+        "test_a_limited_claim_leaves_excluded_queues_untouched",
+        "test_max_versions_and_excluded_queues_together",
+    } <= set(outcomes["failed"])
+    assert "test_pause_and_resume_say_whether_they_changed_anything" in outcomes["passed"]
+
+
+def test_suite_catches_a_claim_that_touches_paused_rows(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "ClaimTouchesExcludedRows", "-k", "excluded")
+    assert {
+        "test_claim_leaves_excluded_queues_untouched_and_claims_the_rest",
+        "test_a_claim_of_only_excluded_queues_claims_nothing",
+    } <= set(outcomes["failed"])
+
+
+def test_suite_catches_unfenced_step_writes(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(
+        pytester, "StepWritesUnfenced", "-k", "step or checkpoint or another_worker or not_processing or last_run"
+    )
+    assert {
+        "test_another_worker_writes_nothing",
+        "test_a_row_that_is_not_processing_is_not_written",
+        "test_the_claim_and_get_job_return_what_the_last_run_stored",
+    } <= set(outcomes["failed"])
+    assert "test_save_step_adds_a_key_and_keeps_the_others" in outcomes["passed"]
+
+
+def test_suite_catches_a_step_write_that_drops_the_other_steps(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "StepReplacesEveryStep", "-k", "step")
+    assert {
+        "test_save_step_adds_a_key_and_keeps_the_others",
+        "test_step_names_are_literal_keys",
+    } <= set(outcomes["failed"])
+
+
+def test_suite_catches_a_nack_that_forgets_steps(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "NackForgetsSteps", "-k", "steps or checkpoint or last_run")
+    assert {
+        "test_nack_keeps_steps_and_checkpoint",
+        "test_the_claim_and_get_job_return_what_the_last_run_stored",
+    } <= set(outcomes["failed"])
+    assert {"test_retry_keeps_steps_and_checkpoint", "test_snooze_keeps_steps_and_checkpoint"} <= set(
+        outcomes["passed"]
+    )
+
+
+def test_suite_catches_a_claim_that_ignores_versions(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "ClaimIgnoresMaxVersions", "-k", "version or newer")
+    assert {
+        "test_a_claim_skips_newer_rows_and_leaves_them_untouched",
+        "test_names_not_in_max_versions_are_claimed_at_any_version",
+        "test_a_claim_honours_any_max_versions",
+        "test_a_limited_claim_skips_newer_rows",
+    } <= set(outcomes["failed"])
+    assert "test_enqueue_stores_the_version_and_every_read_returns_it" in outcomes["passed"]
+
+
+def test_suite_catches_shutdown_nacks_that_are_not_counted(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "ShutdownNacksNotCounted", "-k", "shutdown_nacks")
+    assert {
+        "test_nack_with_handler_started_adds_one_to_shutdown_nacks",
+        "test_nack_without_handler_started_leaves_shutdown_nacks",
+        "test_only_a_shutdown_nack_changes_shutdown_nacks",
+    } <= set(outcomes["failed"])
+    assert "test_a_new_row_has_no_shutdown_nacks" in outcomes["passed"]

@@ -86,6 +86,10 @@ MODULE_ROLES: dict[str, tuple[str, ...]] = {
     "dependencies": ("DependencyStore",),
     "pruning": ("RetentionStore",),
     "fleet_processes": ("LimitStore",),  # each test names its own below
+    "queue_pause": ("QueuePauseStore",),
+    "job_steps": ("JobStepStore",),
+    "job_versions": ("VersionedJobs",),
+    "deploy_day": ("QueuePauseStore",),  # each test names its own below
 }
 """The roles the tests of each module under `soniq_contract_tests.suite` need, the module's own
 role first (it names the role in a skip). A test that calls more is listed in `TEST_ROLES`."""
@@ -94,6 +98,7 @@ TEST_ROLES: dict[str, tuple[str, ...]] = {
     # core-role modules: tests that also read through an optional role
     "test_listings_and_get_job_show_a_corrupt_row": ("QueueStore", "OperatorReads"),
     "test_dead_letter_listing_and_get_show_a_corrupt_row": ("QueueStore", "DeadLetterStore"),
+    "test_a_dead_letter_keeps_the_version_and_a_replay_queues_it_again": ("VersionedJobs", "DeadLetterStore"),
     "test_list_jobs_filters_and_pages_newest_first": ("OperatorReads",),  # job_page and app.list_jobs
     "test_awkward_text_round_trips_in_queue_job_name_and_args": ("QueueStore", "OperatorReads", "DeadLetterStore"),
     "test_retry_keeps_a_multi_line_traceback_byte_for_byte": ("QueueStore", "OperatorReads"),
@@ -147,6 +152,14 @@ TEST_ROLES: dict[str, tuple[str, ...]] = {
     "test_a_sync_job_polling_cancel_requested_ends_cancelled": ("CancelChannel",),
     "test_wait_for_returns_results_and_raises_failures_across_processes": ("CancelChannel", "DeadLetterStore"),
     "test_a_graph_of_1000_jobs_completes_in_order_across_worker_processes": ("DependencyStore", "OperatorReads"),
+    "test_a_limited_claim_leaves_excluded_queues_untouched": ("QueuePauseStore", "LimitStore"),
+    "test_a_cancel_request_keeps_steps_and_checkpoint": ("JobStepStore", "CancelChannel"),
+    "test_a_replayed_dead_letter_starts_without_steps": ("JobStepStore", "DeadLetterStore"),
+    "test_a_limited_claim_skips_newer_rows": ("VersionedJobs", "LimitStore"),
+    "test_max_versions_and_excluded_queues_together": ("VersionedJobs", "QueuePauseStore"),
+    "test_a_sigterm_mid_step_resumes_on_a_new_worker_without_rerunning_done_steps": ("JobStepStore",),
+    "test_old_and_new_versions_of_a_job_share_the_fleet_during_a_deploy": ("VersionedJobs",),
+    "test_a_queue_paused_for_a_deploy_holds_its_backlog_until_resumed": ("QueuePauseStore",),
 }
 """Tests that need other roles than their module's, by test name (names are unique across the
 suite: every module is a mixin of the one `BackendContractSuite` class)."""

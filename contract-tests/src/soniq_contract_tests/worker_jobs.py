@@ -8,8 +8,11 @@ setting comes from the usual ``SONIQ_*`` variables); job names listed in
 running an older release of the code (the rolling-deploy scenario). With
 ``SONIQ_CT_LIMITED=1`` the jobs with fleet-wide limits are registered too
 (the issue-19 fleet scenarios); without it the app has no limit, so every
-other scenario claims on the unlimited path. Each handler appends ``<event> <tag> <pid>`` to the file named by
-``SONIQ_CT_RUNLOG`` so a test can wait on what really ran, and where.
+other scenario claims on the unlimited path. ``SONIQ_CT_RELEASE=old`` builds the deploy-day
+scenarios' older release of ``ct.versioned`` (version 1, arguments ``tag, amount``); the default,
+``new``, is version 2 (``tag, cents``) with an upgrade from 1. Each handler appends
+``<event> <tag> <pid>`` to the file named by ``SONIQ_CT_RUNLOG`` so a test can wait on what
+really ran, and where.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def build_app(
     *,
     without: frozenset[str] = frozenset(),
     limited: bool = False,
+    release: str = "new",
     **settings: Any,
 ) -> Soniq:
     app = Soniq(url, backend_options=backend_options(namespace, options), **settings)
@@ -97,6 +101,7 @@ def build_app(
         look_up(customer)
 
     add_fleet_jobs(app, limited=limited)
+    add_deploy_day_jobs(app, release=release)
 
     if "ct.new_job" not in without:
 
@@ -177,6 +182,52 @@ def add_fleet_jobs(app: Soniq, *, limited: bool) -> None:
             return interval(time.time())
 
 
+def add_deploy_day_jobs(app: Soniq, *, release: str) -> None:
+    """The deploy-day jobs: three resumable steps, and one job whose arguments change between releases."""
+
+    @app.job(name="ct.three_steps", max_retries=3)
+    async def three_steps(tag: str, ctx: JobContext) -> list[str]:
+        """Step two blocks for good on its first run; every step logs ``step-<name>`` when it really runs."""
+        log_run("start", tag)
+        first: str = await ctx.step("one", plain_step, "one", tag)
+        second: str = await ctx.step("two", blocking_step, tag)
+        third: str = await ctx.step("three", plain_step, "three", tag)
+        log_run("end", tag)
+        return [first, second, third]
+
+    if release == "old":
+
+        @app.job(name="ct.versioned", max_retries=0)
+        async def versioned_v1(tag: str, amount: int) -> dict[str, Any]:
+            log_run("start", tag)
+            return {"version": 1, "amount": amount, "pid": os.getpid()}
+
+    else:
+
+        @app.job(name="ct.versioned", max_retries=0, version=2, upgrades={1: amount_to_cents})
+        async def versioned_v2(tag: str, cents: int) -> dict[str, Any]:
+            log_run("start", tag)
+            return {"version": 2, "cents": cents, "pid": os.getpid()}
+
+
+def plain_step(name: str, tag: str) -> str:
+    """A plain step (run in a thread by `ctx.step`)."""
+    log_run(f"step-{name}", tag)
+    return f"{name}@{os.getpid()}"
+
+
+async def blocking_step(tag: str) -> str:
+    """Step two: sleeps for good on its first run (a shutdown cuts it off), returns at once later."""
+    if log_run("step-two", tag) <= 1:
+        await asyncio.sleep(3600)
+    return f"two@{os.getpid()}"
+
+
+def amount_to_cents(args: dict[str, Any]) -> dict[str, Any]:
+    """``ct.versioned``'s upgrade from version 1 (``amount`` in units) to 2 (``cents``)."""
+    return {"tag": args["tag"], "cents": int(args["amount"]) * 100}
+
+
 if os.environ.get("SONIQ_CT_URL"):
     app = build_app(
         os.environ["SONIQ_CT_URL"],
@@ -184,4 +235,5 @@ if os.environ.get("SONIQ_CT_URL"):
         json.loads(os.environ.get("SONIQ_CT_OPTIONS") or "{}"),
         without=frozenset(filter(None, (os.environ.get("SONIQ_CT_WITHOUT") or "").split(","))),
         limited=os.environ.get("SONIQ_CT_LIMITED") == "1",
+        release=os.environ.get("SONIQ_CT_RELEASE") or "new",
     )

@@ -69,6 +69,8 @@ def test_the_shutdown_timeout_nacks_a_long_job_back_to_queued_with_attempts_unch
         row = await app.get_job(job_id)
         assert row is not None
         assert (row["status"], row["worker_id"], row["attempts"], row["last_error"]) == ("queued", None, 0, None)
+        # The handler had started, so the shutdown counts against the job's max_shutdown_nacks.
+        assert row["shutdown_nacks"] == 1
         await app.close()
 
     asyncio.run(main())

@@ -288,6 +288,58 @@ async def test_the_schedules_page_lists_a_firing_schedule_and_pauses_and_resumes
 UTC_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$")
 
 
+async def test_the_overview_pauses_a_queue_the_worker_then_leaves_alone_and_resumes_it(
+    store: Store, producer: Soniq, browser: Any, tmp_path: Path, processes: list[Any]
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    d = dashboard(store, tmp_path, processes, writes=True)
+    worker(store, tmp_path, processes)
+    row = "tr[data-queue='default']"
+
+    async def is_done(job_id: str) -> bool:
+        job = await producer.get_job(job_id)
+        return job is not None and job["status"] == "done"
+
+    first = await producer.enqueue("dash_jobs.quick", n=1)
+    await until(lambda: is_done(first), what="a first job done")
+    browser.get(d.base + "/")
+    in_browser(
+        browser,
+        lambda b: b.find_element(By.CSS_SELECTOR, row).get_attribute("data-state") == "active",
+        what="the queue shown active",
+    )
+
+    # Typing in the form holds the live updates, so the row stays put while the button is clicked.
+    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
+    browser.find_element(By.NAME, "reason").send_keys("deploy 42")
+    browser.find_element(By.CSS_SELECTOR, f"{row} button[name=pause]").click()
+    in_browser(
+        browser, lambda b: b.find_element(By.CSS_SELECTOR, ".notice").text == "paused queue default", what="notice"
+    )
+    state = browser.find_element(By.CSS_SELECTOR, f"{row} .queue-state").text
+    assert "PAUSED" in state
+    assert "deploy 42" in state
+    assert re.search(r"since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: deploy 42", state)
+    paused = await producer.paused_queues()
+    assert [(p["queue"], p["reason"]) for p in paused] == [("default", "deploy 42")]
+
+    # The worker leaves the paused queue alone and runs the others.
+    held = await producer.enqueue("dash_jobs.quick", n=2)
+    after = await producer.enqueue("dash_jobs.quick", n=3, queue="other")
+    await until(lambda: is_done(after), what="the other queue's job done")
+    assert (await producer.get_job(held))["status"] == "queued"  # type: ignore[index]
+
+    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
+    browser.find_element(By.CSS_SELECTOR, f"{row} button[name=resume]").click()
+    in_browser(
+        browser, lambda b: b.find_element(By.CSS_SELECTOR, ".notice").text == "resumed queue default", what="notice"
+    )
+    assert browser.find_element(By.CSS_SELECTOR, row).get_attribute("data-state") == "active"
+    await until(lambda: is_done(held), what="the held job done after the resume")
+    assert await producer.paused_queues() == []
+
+
 async def test_jobs_due_later_show_their_run_at_and_filter_apart_with_every_time_in_utc(
     store: Store, producer: Soniq, browser: Any, tmp_path: Path, processes: list[Any]
 ) -> None:

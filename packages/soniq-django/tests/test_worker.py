@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from django.tasks import TaskResultStatus, default_task_backend
 from djproject.testapp.more_tasks import shout
 from djproject.testapp.tasks import add, describe_run, fail, hold
 from workers import WorkerProcess, wait_until
 
+from soniq import Soniq
+from soniq_django.config import url_for_settings
 from soniq_django.models import Job
 
 pytestmark = pytest.mark.usefixtures("soniq_db")
@@ -106,3 +110,30 @@ def test_a_second_sigterm_while_draining_forces_the_timeout_path(start_worker: S
     assert time.monotonic() - signalled < 20
     row = Job.objects.get(pk=result.id)
     assert (row.status, row.attempts, row.worker_id) == ("queued", 0, None), worker.log
+
+
+def _pause_store_call(method: str, queue: str) -> object:
+    """Call `app.<method>(queue)` on a Soniq app over Django's own database, as `soniq queue` would."""
+    url = url_for_settings(connection.settings_dict, vendor=connection.vendor)
+
+    async def call() -> object:
+        async with Soniq(url, observers="") as app:
+            return await getattr(app, method)(queue)
+
+    return asyncio.run(call())
+
+
+def test_a_paused_queue_holds_django_tasks_until_resumed(start_worker: StartWorker) -> None:
+    assert _pause_store_call("pause_queue", "default") is True
+    held = add.enqueue(20, b=22)  # Django's tables still take the task
+
+    worker = start_worker("--run-once")
+    assert worker.wait(timeout=60) == 0, worker.log
+    assert add.get_result(held.id).status == TaskResultStatus.READY
+    row = Job.objects.get(id=held.id)
+    assert (row.status, row.attempts) == ("queued", 0)
+
+    assert _pause_store_call("resume_queue", "default") is True
+    worker = start_worker("--run-once")
+    assert worker.wait(timeout=60) == 0, worker.log
+    assert add.get_result(held.id).return_value == 42

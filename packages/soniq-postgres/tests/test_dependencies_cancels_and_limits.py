@@ -24,7 +24,7 @@ from soniq.params import (
     WatchJobsParams,
 )
 from soniq.records import CancelOutcome, JobStatus, NewJob
-from soniq_postgres import MIGRATIONS, PostgresBackend
+from soniq_postgres import LATEST_VERSION, MIGRATIONS, PostgresBackend
 from soniq_postgres.queries import Queries
 
 pytestmark = pytest.mark.asyncio
@@ -61,7 +61,7 @@ async def test_migration_6_upgrades_a_version_5_database_keeping_its_rows(
 
     status = await backend.schema_status()
     assert status.up_to_date
-    assert status.current_version == 7
+    assert status.current_version == LATEST_VERSION
     old = await backend.get_job(GetJobParams("old-queued"))
     assert old is not None
     assert (old.depends_on, old.waiting_on, old.dependency_policy.value, old.limit_key, old.cancel_requested) == (

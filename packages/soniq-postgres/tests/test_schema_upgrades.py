@@ -1,18 +1,32 @@
 """A schema made by an older soniq-postgres upgrades to the latest migration, keeping its rows:
 from version 1 (through `job_names`, 2), from version 2 (worker state and dashboard indexes, 3) and from version 3,
 up to schedules, the leader lease and `expires_at` (4), dedup keys with producer ids (5), and from
-version 5 to dependencies, limits, cancel requests and watched rows (6), and from version 6 to
-the claim-only indexing of queued rows (7)."""
+version 5 to dependencies, limits, cancel requests and watched rows (6), from version 6 to
+the claim-only indexing of queued rows (7), and from version 7 to queue pauses, job steps and
+checkpoints, job versions and shutdown nacks (8)."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 
 import asyncpg
 import pytest
 
-from soniq.params import RegisterWorkerParams, SetWorkerStatusParams
-from soniq.records import WorkerInfo, WorkerStatus
+from soniq.params import (
+    ClaimJobsParams,
+    CompleteJobsParams,
+    GetJobParams,
+    JobResult,
+    NackJobParams,
+    PauseQueueParams,
+    RegisterWorkerParams,
+    ReplayDeadLetterParams,
+    SaveCheckpointParams,
+    SaveStepParams,
+    SetWorkerStatusParams,
+)
+from soniq.records import JobStatus, WorkerInfo, WorkerStatus
 from soniq_postgres import LATEST_VERSION, MIGRATIONS, PostgresBackend
 
 pytestmark = pytest.mark.asyncio
@@ -39,17 +53,17 @@ async def _schema_at(raw: asyncpg.Connection, namespace: str, version: int) -> s
     return quoted
 
 
-@pytest.mark.parametrize("start", [1, 2, 3, 4, 5, 6])
+@pytest.mark.parametrize("start", [1, 2, 3, 4, 5, 6, 7])
 async def test_an_older_schema_upgrades_to_the_latest_and_keeps_its_workers(
     start: int, make_backend: Callable[..., Awaitable[PostgresBackend]], raw: asyncpg.Connection, namespace: str
 ) -> None:
-    assert LATEST_VERSION == 7
+    assert LATEST_VERSION == 8
     quoted = await _schema_at(raw, namespace, start)
 
     backend = await make_backend()
 
     versions = await raw.fetch(f"SELECT version FROM {quoted}.soniq_migrations ORDER BY version")
-    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5, 6, 7]
+    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5, 6, 7, 8]
     (old,) = await backend.list_workers()
     assert old.id == "old"
     assert old.job_names == (None if start == 1 else ("app.old",))
@@ -75,3 +89,73 @@ async def test_an_older_schema_upgrades_to_the_latest_and_keeps_its_workers(
     assert new.state == "STOPPED"
     assert new.state_changed_at is not None
     assert new.last_shutdown == summary
+
+
+async def test_rows_written_at_version_7_still_work_after_step_8(
+    make_backend: Callable[..., Awaitable[PostgresBackend]], raw: asyncpg.Connection, namespace: str
+) -> None:
+    """Step 8 adds its columns and table to a populated schema in place: the old rows read as
+    version 1, with no steps, no checkpoint and no shutdown nacks, and are claimed and settled."""
+    quoted = await _schema_at(raw, namespace, 7)
+    await raw.execute(
+        f"INSERT INTO {quoted}.soniq_jobs (id, job_name, queue, status, worker_id, attempts) VALUES "
+        "('old-1', 'app.old', 'default', 'queued', NULL, 0), ('old-2', 'app.old', 'default', 'queued', NULL, 0), "
+        "('old-running', 'app.old', 'default', 'processing', 'old', 0)"
+    )
+    await raw.execute(
+        f"INSERT INTO {quoted}.soniq_dead_letter_jobs (id, job_name, queue, dead_letter_reason) "
+        "VALUES ('old-dead', 'app.old', 'default', 'max_retries')"
+    )
+
+    backend = await make_backend()
+
+    status = await backend.schema_status()
+    assert status.up_to_date
+    assert status.current_version == 8
+    assert status.applied[-1].name == MIGRATIONS[-1].name
+    for job_id in ("old-1", "old-running"):
+        old = await backend.get_job(GetJobParams(job_id))
+        assert old is not None
+        assert (old.version, dict(old.steps), old.checkpoint, old.shutdown_nacks) == (1, {}, None, 0)
+
+    # A version-bounded claim that skips a paused queue still takes the old rows.
+    assert await backend.pause_queue(PauseQueueParams("paused", reason="deploy"))
+    claimed = await backend.claim_jobs(
+        ClaimJobsParams(
+            worker_id="w",
+            queues=None,
+            limit=1,
+            mark_started=True,
+            job_names=("app.old",),
+            excluded_queues=("paused",),
+            max_versions={"app.old": 1},
+        )
+    )
+    assert [job.id for job in claimed] == ["old-1"]
+    assert (claimed[0].version, dict(claimed[0].steps), claimed[0].shutdown_nacks) == (1, {}, 0)
+    assert await backend.save_step(SaveStepParams("old-1", "w", "fetch", '{"n": 1}'))
+    assert await backend.save_checkpoint(SaveCheckpointParams("old-1", "w", "[1, 2]"))
+    assert await backend.nack_job(NackJobParams("old-1", "w", handler_started=True))
+    # The nack put the row behind old-2; both come back, the nacked one with what it stored.
+    both = await backend.claim_jobs(
+        ClaimJobsParams(
+            worker_id="w", queues=None, limit=2, mark_started=True, job_names=("app.old",), max_versions={"app.old": 1}
+        )
+    )
+    assert [job.id for job in both] == ["old-2", "old-1"]
+    again = both[1]
+    assert (dict(again.steps), again.checkpoint, again.shutdown_nacks) == ({"fetch": {"n": 1}}, [1, 2], 1)
+    assert await backend.complete_jobs(CompleteJobsParams("w", (JobResult("old-1", "ok"), JobResult("old-2", 2)))) == {
+        "old-1",
+        "old-2",
+    }
+    done = await backend.get_job(GetJobParams("old-1"))
+    assert done is not None
+    assert done.status is JobStatus.DONE
+
+    # The old dead letter replays as a version-1 row.
+    replay = ReplayDeadLetterParams("old-dead", "revived", datetime.now(UTC))
+    assert await backend.replay_dead_letter(replay) == "revived"
+    revived = await backend.get_job(GetJobParams("revived"))
+    assert revived is not None
+    assert revived.version == 1

@@ -366,3 +366,23 @@ async def test_a_sink_fed_only_as_metrics_sink_counts_schedule_firings_from_the_
     assert value(s, "soniq_schedule_firings_total", **labels) == 1
     assert value(s, "soniq_schedule_lateness_seconds_count", schedule="hourly", catch_up="false") == 1
     await app.close()
+
+
+async def test_a_paused_queue_has_a_gauge_until_it_is_resumed() -> None:
+    sink = PrometheusMetricsSink(registry=CollectorRegistry(), queue_cache_seconds=0)
+    app = Soniq("memory://", extra_observers=[sink], **FAST)
+
+    @app.job(queue="reports")
+    async def report() -> None:
+        return None
+
+    await app.pause_queue("reports", reason="deploy")
+    loop = asyncio.get_running_loop()
+    sink.attach(app, loop)
+    paused = await loop.run_in_executor(None, read_registry, sink.registry)
+    assert series(paused, "soniq_queue_paused") == {frozenset({("queue", "reports")}): 1.0}
+    await app.resume_queue("reports")
+    resumed = await loop.run_in_executor(None, read_registry, sink.registry)
+    assert series(resumed, "soniq_queue_paused") == {}
+    assert value(resumed, "soniq_queue_gauges_up") == 1
+    await app.close()

@@ -79,6 +79,9 @@ async def test_capabilities() -> None:
         "LimitStore",
         "DependencyStore",
         "RetentionStore",
+        "QueuePauseStore",
+        "JobStepStore",
+        "VersionedJobs",
     }
     assert caps.push_job_changes is True
 

@@ -30,7 +30,7 @@ from soniq.params import (
 )
 from soniq.records import DependencyPolicy, JobStatus, NewJob
 from soniq_sqlite import SQLiteBackend
-from soniq_sqlite.schema import MIGRATIONS
+from soniq_sqlite.schema import MIGRATIONS, SCHEMA_VERSION
 
 JobFactory = Callable[..., NewJob]
 
@@ -60,7 +60,7 @@ async def test_a_version_5_file_gets_step_6_and_its_rows_stay_claimable(db_path:
     backend = SQLiteBackend.from_url(f"sqlite:///{db_path}")
     try:
         status = await backend.schema_status()
-        assert [step.version for step in status.pending] == [6]
+        assert [step.version for step in status.pending] == list(range(6, SCHEMA_VERSION + 1))
         assert "soniq_jobs_claim_by_queue" in _names(db_path, "index"), "schema_status must not upgrade"
 
         old = await backend.get_job(GetJobParams(job_id="old-queued"))
@@ -85,7 +85,7 @@ async def test_a_version_5_file_gets_step_6_and_its_rows_stay_claimable(db_path:
     assert {"soniq_job_dependencies", "soniq_rate_windows"} <= _names(db_path, "table")
     assert _names(db_path, "trigger") == {"soniq_jobs_resolve_dependents"}
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
 
 
 def _plan(raw: sqlite3.Connection, statement: str) -> list[str]:

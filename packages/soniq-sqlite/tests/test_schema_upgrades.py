@@ -1,7 +1,7 @@
 """A file made by an older soniq-sqlite upgrades to the latest schema version, keeping its rows:
 from version 1 (through `job_names`, 2), from version 2 (worker state and dashboard indexes, 3) and from version 3,
 up to schedules, the leader lease and `soniq_jobs.expires_at` (4), and on to 6
-(test_dependencies_cancels_and_limits.py)."""
+(test_dependencies_cancels_and_limits.py) and 7 (test_pauses_steps_and_versions.py)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def _file_at(path: Path, version: int) -> None:
 
 @pytest.mark.parametrize("start", [1, 2, 3])
 async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start: int, db_path: Path) -> None:
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
     _file_at(db_path, start)
 
     backend = SQLiteBackend.from_url(f"sqlite:///{db_path}")
@@ -71,7 +71,7 @@ async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start:
         await backend.close()
 
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 7
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         job_columns = {row[1] for row in conn.execute("PRAGMA table_info(soniq_jobs)")}

@@ -104,6 +104,8 @@ class ChaosRun:
         (config.directory / "flaky").mkdir(parents=True, exist_ok=True)
         self.workers: list[ChaosWorker] = []
         self.faults: list[Fault] = []
+        self._fault_kinds_left: list[str] = []
+        self._weighted_draws = False
         self.violations: list[str] = []
         self.samples = 0
         self.failed_starts = 0
@@ -220,11 +222,25 @@ class ChaosRun:
         worker.popen.send_signal(signal.SIGKILL)
         self.faults.append(Fault(kind, time.time(), worker.pid))
 
-    async def inject(self) -> None:
+    def _next_fault_kind(self) -> str:
+        """Each kind once, in a random order, before any weighted draw: a run slowed down enough to
+        inject only a few faults still has one of each (a verdict on SIGKILLs needs a SIGKILL)."""
+        if not self._fault_kinds_left and not self._weighted_draws:
+            distinct = ["sigterm", "sigterm_twice", "sigkill"]
+            if self.config.kill_connections is not None:
+                distinct.append("connection_kill")
+            self.rng.shuffle(distinct)
+            self._fault_kinds_left = distinct
+            self._weighted_draws = True
+        if self._fault_kinds_left:
+            return self._fault_kinds_left.pop()
         kinds = ["sigterm", "sigterm", "sigterm_twice", "sigkill", "sigkill"]
         if self.config.kill_connections is not None:
             kinds += ["connection_kill", "connection_kill"]
-        kind = self.rng.choice(kinds)
+        return self.rng.choice(kinds)
+
+    async def inject(self) -> None:
+        kind = self._next_fault_kind()
         if kind == "connection_kill":
             assert self.config.kill_connections is not None
             began = time.time()
@@ -236,6 +252,7 @@ class ChaosRun:
         # Faults land on workers that are running jobs; one still importing has nothing to lose.
         candidates = [w for w in self.serving() if w.ready]
         if not candidates:
+            self._fault_kinds_left.append(kind)  # owed: the next fault is this kind
             return
         worker = self.rng.choice(candidates)
         if kind == "sigkill":

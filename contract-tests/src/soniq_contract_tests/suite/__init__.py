@@ -49,6 +49,7 @@ from soniq_contract_tests.suite.dead_letter import DeadLetterContract
 from soniq_contract_tests.suite.dead_letter_bulk import DeadLetterBulkContract
 from soniq_contract_tests.suite.dedup import DedupContract
 from soniq_contract_tests.suite.dependencies import DependencyContract
+from soniq_contract_tests.suite.deploy_day import DeployDayContract
 from soniq_contract_tests.suite.enqueue import EnqueueContract
 from soniq_contract_tests.suite.error_text import ErrorTextContract
 from soniq_contract_tests.suite.expire_unknown import ExpireUnknownJobsContract
@@ -56,10 +57,13 @@ from soniq_contract_tests.suite.fencing import FencingContract
 from soniq_contract_tests.suite.fleet_processes import FleetProcessContract
 from soniq_contract_tests.suite.job_changes import JobChangesContract
 from soniq_contract_tests.suite.job_names import JobNamesContract
+from soniq_contract_tests.suite.job_steps import JobStepContract
+from soniq_contract_tests.suite.job_versions import VersionedJobsContract
 from soniq_contract_tests.suite.leases import LeaseContract
 from soniq_contract_tests.suite.limits import LimitContract
 from soniq_contract_tests.suite.nack import NackContract
 from soniq_contract_tests.suite.pruning import PruningContract
+from soniq_contract_tests.suite.queue_pause import QueuePauseContract
 from soniq_contract_tests.suite.read_bounds import ReadBoundsContract
 from soniq_contract_tests.suite.reads import ReadsContract
 from soniq_contract_tests.suite.recovery import StaleRecoveryContract
@@ -119,6 +123,11 @@ class BackendContractSuite(
     JobChangesContract,
     FleetProcessContract,
     ReadBoundsContract,  # hostile ids, filters and limits on the app's reads
+    # -- deploy day: queue pauses, resumable steps, job versions
+    QueuePauseContract,
+    JobStepContract,
+    VersionedJobsContract,
+    DeployDayContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

@@ -1,10 +1,10 @@
-"""`nack_job`: the seed's field set, fenced, idempotent."""
+"""`nack_job`: the seed's field set, fenced, idempotent; a shutdown nack counts in `shutdown_nacks`."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from soniq.backend import CancelJobParams, ClaimJobsParams, GetJobParams, JobStatus, NackJobParams
+from soniq.backend import CancelJobParams, ClaimJobsParams, GetJobParams, JobStatus, NackJobParams, RetryJobParams
 from soniq_contract_tests.harness import (
     MISSING_JOB_ID,
     ContractHarness,
@@ -104,3 +104,76 @@ class NackContract:
             assert [row.id for row in again] == [claimed.id]
             assert again[0].worker_id == "w2"
             assert again[0].attempts == claimed.attempts
+
+    async def test_a_new_row_has_no_shutdown_nacks(self, contract: ContractHarness) -> None:
+        async with contract.backend() as backend:
+            queued = await enqueue(backend)
+            assert queued.shutdown_nacks == 0
+            claimed = await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w1", queues=[queued.queue], limit=1, mark_started=True)
+            )
+            assert [row.shutdown_nacks for row in claimed] == [0]
+
+    async def test_nack_with_handler_started_adds_one_to_shutdown_nacks(self, contract: ContractHarness) -> None:
+        async with contract.backend() as backend:
+            claimed = await enqueue_and_claim(backend, worker_id="w1", mark_started=True)
+            for expected in (1, 2, 3):
+                assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="w1", handler_started=True))
+                nacked = await must_get(backend, claimed.id)
+                assert (nacked.status, nacked.shutdown_nacks) == (JobStatus.QUEUED, expected)
+                assert nacked.attempts == claimed.attempts
+                again = await backend.claim_jobs(
+                    ClaimJobsParams(worker_id="w1", queues=[claimed.queue], limit=1, mark_started=True)
+                )
+                assert [row.shutdown_nacks for row in again] == [expected], "the claim must return shutdown_nacks"
+
+    async def test_nack_without_handler_started_leaves_shutdown_nacks(self, contract: ContractHarness) -> None:
+        async with contract.backend() as backend:
+            claimed = await enqueue_and_claim(backend, worker_id="w1", mark_started=True)
+            assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="w1", handler_started=True))
+            await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w1", queues=[claimed.queue], limit=1, mark_started=False)
+            )
+            assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="w1"))
+            nacked = await must_get(backend, claimed.id)
+            assert (nacked.status, nacked.shutdown_nacks) == (JobStatus.QUEUED, 1)
+
+    async def test_only_a_shutdown_nack_changes_shutdown_nacks(self, contract: ContractHarness) -> None:
+        async with contract.backend() as backend:
+            claimed = await enqueue_and_claim(backend, worker_id="w1", mark_started=True)
+            assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="w1", handler_started=True))
+            await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w2", queues=[claimed.queue], limit=1, mark_started=True)
+            )
+            assert await backend.retry_job(
+                RetryJobParams(job_id=claimed.id, worker_id="w2", error="boom", scheduled_at=utc_now())
+            )
+            assert (await must_get(backend, claimed.id)).shutdown_nacks == 1, "a retry changed shutdown_nacks"
+            await backend.claim_jobs(
+                ClaimJobsParams(worker_id="w3", queues=[claimed.queue], limit=1, mark_started=True)
+            )
+            assert await complete_one(backend, job_id=claimed.id, worker_id="w3", result="ok")
+            assert (await must_get(backend, claimed.id)).shutdown_nacks == 1, "a completion changed shutdown_nacks"
+
+    async def test_a_fenced_out_shutdown_nack_changes_nothing(self, contract: ContractHarness) -> None:
+        async with contract.backend() as backend:
+            claimed = await enqueue_and_claim(backend, worker_id="owner", mark_started=True)
+            assert (
+                await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="intruder", handler_started=True))
+                is False
+            )
+            assert await must_get(backend, claimed.id) == claimed
+            assert await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="owner", handler_started=True))
+            nacked = await must_get(backend, claimed.id)
+            assert nacked.shutdown_nacks == 1
+            assert (
+                await backend.nack_job(NackJobParams(job_id=claimed.id, worker_id="owner", handler_started=True))
+                is False
+            ), "a second nack of a queued row must be a no-op"
+            assert await must_get(backend, claimed.id) == nacked
+            queued = await enqueue(backend)
+            assert (
+                await backend.nack_job(NackJobParams(job_id=queued.id, worker_id="owner", handler_started=True))
+                is False
+            )
+            assert await must_get(backend, queued.id) == queued

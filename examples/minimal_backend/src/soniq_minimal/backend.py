@@ -349,13 +349,17 @@ class MinimalBackend:
         row = self._owned(params.job_id, params.worker_id)
         if row is None:
             return False
-        self._nack(row)
+        self._nack(row, handler_started=params.handler_started)
         return True
 
-    def _nack(self, row: _Row) -> None:
-        """The seed's field set; `attempts` and `last_error` stay as they are."""
+    def _nack(self, row: _Row, *, handler_started: bool = False) -> None:
+        """The seed's field set; `attempts` and `last_error` stay as they are. A shutdown that cut a
+        running handler off (`handler_started`) also counts one more `shutdown_nacks`, in the same write."""
         now = _now()
-        self._write(row, status=JobStatus.QUEUED, worker_id=None, scheduled_at=now, started_at=None)
+        nacks = row.record.shutdown_nacks + 1 if handler_started else row.record.shutdown_nacks
+        self._write(
+            row, status=JobStatus.QUEUED, worker_id=None, scheduled_at=now, started_at=None, shutdown_nacks=nacks
+        )
         self._wake()
 
     # -- workers ---------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from soniq.metrics import MetricsSink, NullMetricsSink
 from soniq.observers import Observer
 from soniq.params import GroupLimit, SetupSchemaParams
 from soniq.producing import Producing, add_enqueue_helpers
+from soniq.queue_pause import QueuePausing
 from soniq.reading import Reading
 from soniq.reading import request_cancel as request_cancel
 from soniq.records import SchemaReport, SchemaStatus
@@ -56,7 +57,7 @@ logger = logging.getLogger("soniq")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Soniq(Producing, Reading, CompatApp):
+class Soniq(Producing, Reading, QueuePausing, CompatApp):
     """One application's queue: ``app = Soniq("postgresql://...")``.
 
     `extra_observers` adds observer objects to those loaded from the
@@ -160,6 +161,8 @@ class Soniq(Producing, Reading, CompatApp):
         max_concurrent: int | None = None,
         rate_limit: str | tuple[int, float] | None = None,
         limit_key: str | Callable[[Mapping[str, Any]], Any] | None = None,
+        version: int = 1,
+        upgrades: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
     ) -> Callable[[F], F]: ...
 
     def job(
@@ -183,6 +186,8 @@ class Soniq(Producing, Reading, CompatApp):
         max_concurrent: int | None = None,
         rate_limit: str | tuple[int, float] | None = None,
         limit_key: str | Callable[[Mapping[str, Any]], Any] | None = None,
+        version: int = 1,
+        upgrades: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
     ) -> F | Callable[[F], F]:
         """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool).
 
@@ -195,6 +200,11 @@ class Soniq(Producing, Reading, CompatApp):
         ``"1000/h"``, ``"10/5s"`` or ``(count, seconds)``); with `limit_key` (an argument name,
         or a callable taking the arguments mapping) each key value is limited on its own. A bad
         limit raises `InvalidLimitError` here, and nothing is registered.
+
+        `version` (default 1) is the version of the job's code; rows carry the version that
+        enqueued them. `upgrades` maps each older version `old` to a function taking a row's
+        arguments dict from `old` to ``old + 1``: a worker runs older rows through the chain
+        before calling the handler, and never claims a row newer than its own version.
         """
         budget, model, model_option = job_budget(
             retries=retries, max_retries=max_retries, args_model=args_model, validate=validate
@@ -210,6 +220,8 @@ class Soniq(Producing, Reading, CompatApp):
             "max_concurrent": max_concurrent,
             "rate_limit": rate_limit,
             "limit_key": limit_key,
+            "version": version,
+            "upgrades": upgrades,
         }
 
         def register(fn: F) -> F:

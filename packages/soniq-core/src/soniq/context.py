@@ -7,7 +7,10 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
+
+if TYPE_CHECKING:
+    from soniq.steps import JobSteps
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,36 @@ class JobContext:
     created_at: datetime | None = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False, compare=False)
     """Set by the worker when a cancel request reaches this run."""
+    _steps: JobSteps | None = field(default=None, repr=False, compare=False)
+    """This run's completed steps and checkpoint (made by the worker from the claimed row)."""
+
+    def _job_steps(self) -> JobSteps:
+        steps = self._steps
+        if steps is None:  # a JobContext made by hand (a test): values live only in this object
+            from soniq.steps import JobSteps
+
+            steps = JobSteps(job_id=self.job_id, worker_id=self.worker_id)
+            object.__setattr__(self, "_steps", steps)
+        return steps
+
+    async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` (awaited when async, in a thread when plain) only if this job
+        has no completed step called `name`; store its JSON result with the job and return it.
+
+        On a re-run of the same job id (a nack at shutdown, stale recovery, a retry) a completed
+        step returns its stored value without calling `fn`. A bad name, a result that is not JSON
+        or is over `max_result_bytes` raises `JobStepError`; a worker that lost the row raises
+        `JobOwnershipLostError` and stores nothing. Needs the backend role `JobStepStore`."""
+        return await self._job_steps().step(name, fn, *args, **kwargs)
+
+    async def checkpoint(self, value: Any) -> None:
+        """Store a JSON `value` with the job; `last_checkpoint` reads it back, in this run and the next."""
+        await self._job_steps().checkpoint(value)
+
+    @property
+    def last_checkpoint(self) -> Any:
+        """The last checkpoint this job stored (in this run or an earlier one), or None."""
+        return self._job_steps().last_checkpoint
 
     @property
     def cancel_requested(self) -> bool:

@@ -300,6 +300,50 @@ class InvalidArgumentsError(SoniqError, Permanent):
     dead_letter_reason = "invalid_arguments"
 
 
+class JobStepError(SoniqError, ValueError):
+    """`ctx.step` or `ctx.checkpoint` was given something it cannot store: a bad step name, a
+    value that is not JSON, or JSON over `max_result_bytes`. Raised in the handler, so that run
+    fails like any exception and nothing is written."""
+
+
+class InvalidStepNameError(JobStepError):
+    """A step name that is not a non-empty string of at most 200 characters without NUL or lone surrogates."""
+
+
+class StepValueError(JobStepError):
+    """A step result or checkpoint that is not JSON-serialisable (or holds what no store accepts)."""
+
+
+class StepValueTooLargeError(StepValueError):
+    """A step result or checkpoint whose JSON is over `max_result_bytes`."""
+
+    suggestion = "store large values elsewhere and keep a reference in the step, or raise max_result_bytes"
+
+
+class JobOwnershipLostError(SoniqError, RuntimeError):
+    """A step or checkpoint could not be written because this worker no longer owns the job's row
+    (stale recovery or a shutdown handed it back): the handler should stop; nothing was written."""
+
+
+class JobUpgradeError(SoniqError, Permanent):
+    """A claimed row's arguments could not be brought to the worker's version of the job: the row
+    goes to the dead-letter table at once with `dead_letter_reason`."""
+
+    dead_letter_reason = "upgrade_failed"
+
+
+class NoUpgradePathError(JobUpgradeError):
+    """The row's version is older than the job's upgrade chain reaches."""
+
+    dead_letter_reason = "no_upgrade_path"
+
+
+class UpgradeFailedError(JobUpgradeError):
+    """An upgrade function raised, or returned something other than a JSON-ready dict."""
+
+    dead_letter_reason = "upgrade_failed"
+
+
 class InternalError(Exception):
     """Base of the exceptions core raises for its own control flow or a broken invariant, never
     for a caller's mistake: a worker transition the diagram lacks, a handler that would not stop,

@@ -95,6 +95,12 @@ class ClaimJobsParams:
     """When given, claim only rows whose `job_name` is in it; rows of other names are never touched."""
     limits: Sequence[GroupLimit] = ()
     """Fleet-wide limits the claim must respect; empty: the unlimited claim path."""
+    excluded_queues: Sequence[str] = ()
+    """Paused queues: their rows are neither claimed nor touched. Sent only to backends that
+    declare `QueuePauseStore`."""
+    max_versions: Mapping[str, int] | None = None
+    """Per job name, the newest row version this worker runs: a row of that name with a higher
+    `version` is neither claimed nor touched. Sent only to backends that declare `VersionedJobs`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +152,41 @@ class DeadLetterJobParams:
 class NackJobParams:
     job_id: str
     worker_id: str
+    handler_started: bool = False
+    """The row's handler had started and a shutdown cut it off: the same write also adds one
+    to the row's `shutdown_nacks` (the count core bounds with `max_shutdown_nacks`). False for
+    rows handed back before their handler started, which leave the count alone."""
+
+
+# -- queue pauses, steps and checkpoints ----------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PauseQueueParams:
+    queue: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeQueueParams:
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class SaveStepParams:
+    job_id: str
+    worker_id: str
+    name: str
+    value_json: str
+    """The step's result as JSON text, encoded and size-checked by core."""
+
+
+@dataclass(frozen=True, slots=True)
+class SaveCheckpointParams:
+    job_id: str
+    worker_id: str
+    value_json: str
+    """The checkpoint as JSON text, encoded and size-checked by core."""
 
 
 # -- workers -----------------------------------------------------------------

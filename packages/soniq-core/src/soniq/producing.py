@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from soniq import features
+from soniq.backend import VersionedJobs, require_role
 from soniq.dedup import resolve_dedup_key
 from soniq.dependencies import DependsOn, JobCall, check_batch, check_policy, normalize_depends_on
 from soniq.errors import SoniqError, UnknownJobError
@@ -294,6 +295,7 @@ class Producing:
                 max_attempts=definition.max_attempts,
                 dedup_key=resolve_dedup_key(name, checked, unique=wants_unique, dedup_key=dedup_key),
                 producer_id=producer_id,
+                version=definition.version,
             )
             if not plain:  # only jobs with dependencies or a partitioned limit pay for this
                 job = dataclasses.replace(
@@ -327,6 +329,9 @@ class Producing:
             features.require_dependencies(self.backend)
         if any(job.limit_key is not None for job in jobs):
             features.require_limits(self.backend)
+        if any(job.version > 1 for job in jobs):
+            protocol: Any = VersionedJobs  # a protocol class in the call trips mypy's type-abstract check
+            require_role(self.backend, protocol, "job versions (version= above 1)")
 
     def _check_connection(self, connection: Any) -> None:
         if connection is not None and not self.backend.capabilities.transactional_enqueue:

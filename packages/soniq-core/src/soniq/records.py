@@ -49,6 +49,12 @@ class DeadLetterReason(str, enum.Enum):
     """The handler would not stop after cancellation, or kept running past its deadline."""
     INVALID_ARGUMENTS = "invalid_arguments"
     """The stored arguments failed the job's `args_model` in the worker."""
+    NO_UPGRADE_PATH = "no_upgrade_path"
+    """The row's version is older than any upgrade chain of the worker's job reaches."""
+    UPGRADE_FAILED = "upgrade_failed"
+    """An upgrade function raised or returned something that is not a JSON object."""
+    NACK_LIMIT = "nack_limit"
+    """The row's handler was cut off by `max_shutdown_nacks` shutdowns without finishing."""
 
 
 class DependencyPolicy(str, enum.Enum):
@@ -111,6 +117,8 @@ class NewJob:
     limit_key: str | None = None
     """The partition value for partitioned limits (`GroupLimit.partitioned`), taken by core
     from the job's arguments; stored as is."""
+    version: int = 1
+    """The version of the job's code that enqueued it (see `VersionedJobs`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +162,14 @@ class JobRecord:
     limit_key: str | None = None
     cancel_requested: bool = False
     """Someone asked for this job to be cancelled while it was `processing` (kept afterwards as a record)."""
+    shutdown_nacks: int = 0
+    """How many times a shutdown handed the row back after its handler had started."""
+    version: int = 1
+    """The version of the job's code that enqueued the row (`VersionedJobs`; 1 elsewhere)."""
+    steps: Mapping[str, Any] = field(default_factory=dict)
+    """Completed steps of this job id, by name (`JobStepStore`; empty elsewhere)."""
+    checkpoint: Any = None
+    """The last checkpoint stored for this job id (`JobStepStore`), or None."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -162,6 +178,7 @@ class JobRecord:
         data["depends_on"] = list(self.depends_on)
         data["dependency_policy"] = self.dependency_policy.value
         data["trace_context"] = dict(self.trace_context) if self.trace_context else None
+        data["steps"] = dict(self.steps)
         return data
 
 
@@ -183,11 +200,25 @@ class DeadLetterRecord:
     priority: int = 100
     decode_error: str | None = None
     """As on `JobRecord`: the stored args could not be decoded (then `args` is empty)."""
+    version: int = 1
+    """The job version the row was enqueued at (`VersionedJobs`); a replay queues it at this version."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["args"] = dict(self.args)
         return data
+
+
+@dataclass(frozen=True, slots=True)
+class PausedQueue:
+    """One paused queue (`QueuePauseStore`)."""
+
+    queue: str
+    reason: str | None
+    paused_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"queue": self.queue, "reason": self.reason, "paused_at": self.paused_at}
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +232,8 @@ class WorkerInfo:
     concurrency: int
     job_names: tuple[str, ...] | None = None
     """The job names this worker has registered (None: not reported)."""
+    job_versions: Mapping[str, int] | None = None
+    """The version of each registered job this worker runs (stored by `VersionedJobs` backends)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +254,8 @@ class WorkerRecord:
     state_changed_at: datetime | None = None
     last_shutdown: Mapping[str, Any] | None = None
     """What the worker's last completed shutdown did, as it wrote it at STOPPED (see `soniq.worker.record`)."""
+    job_versions: Mapping[str, int] | None = None
+    """The version of each job the worker runs, as registered (`VersionedJobs`; None elsewhere)."""
 
 
 @dataclass(frozen=True, slots=True)

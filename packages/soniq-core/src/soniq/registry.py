@@ -45,6 +45,11 @@ class JobDefinition:
     # -- fleet-wide limits --
     limits: JobLimits | None = None
     """The job's own `max_concurrent` / `rate_limit` / `limit_key`, or None (the common case)."""
+    # -- job versions --
+    version: int = 1
+    """The version of the job's code: rows it enqueues carry it, and its workers run rows up to it."""
+    upgrades: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict, compare=False)
+    """``{old: fn}``: `fn` takes the arguments of a version-`old` row to version ``old + 1``."""
 
     def job_meta(self) -> dict[str, Any]:
         """The job's options under 0.1.0's names, as its `retry_policy.delay_for` received them."""
@@ -149,6 +154,10 @@ class JobRegistry:
             raise ValueError(f"a job named {job_name!r} is already registered ({default_job_name(existing.func)})")
         fields = compat_fields(func, extra or {})
         options = extra or {}
+        version, upgrades = check_job_version(options.get("version", 1), options.get("upgrades"))
+        if version > 1:
+            fields["version"] = version
+            fields["upgrades"] = upgrades
         limits = job_limits(
             func,
             max_concurrent=options.get("max_concurrent"),
@@ -213,6 +222,39 @@ def _seconds(option: str, value: Any) -> float:
     if value < 0:
         raise JobOptionsError(f"{option} must be a finite number of seconds >= 0, got {value!r}")
     return float(value)
+
+
+MAX_JOB_VERSION = 10_000
+"""The highest `version=` a job may declare."""
+
+
+def check_job_version(version: Any, upgrades: Any) -> tuple[int, dict[int, Callable[[dict[str, Any]], dict[str, Any]]]]:
+    """`version=` and `upgrades=` of ``@app.job``, checked: an error names the option at fault."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_JOB_VERSION:
+        raise JobOptionsError(f"version must be a whole number from 1 to {MAX_JOB_VERSION}, got {version!r}")
+    if upgrades is None:
+        upgrades = {}
+    if not isinstance(upgrades, Mapping):
+        raise JobOptionsError(f"upgrades must be a dict of {{old_version: fn}}, got {type(upgrades).__name__}")
+    checked: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+    for key, fn in upgrades.items():
+        if isinstance(key, bool) or not isinstance(key, int) or not 1 <= key < version:
+            raise JobOptionsError(
+                f"upgrades keys must be versions from 1 to {version - 1} (each upgrades a row of that version "
+                f"to the next; this job is version={version}), got {key!r}"
+            )
+        if not callable(fn):
+            raise JobOptionsError(f"upgrades[{key}] must be a function taking the arguments dict, got {fn!r}")
+        checked[key] = fn
+    if checked:
+        missing = [old for old in range(min(checked), version) if old not in checked]
+        if missing:
+            links = ", ".join(f"{old}->{old + 1}" for old in missing)
+            raise JobOptionsError(
+                f"upgrades has a gap: the chain from version {min(checked)} to version={version} lacks {links}; "
+                f"give upgrades for every version from {min(checked)} to {version - 1}"
+            )
+    return version, dict(sorted(checked.items()))
 
 
 def validated_arguments(definition: JobDefinition, args: Mapping[str, Any]) -> dict[str, Any]:

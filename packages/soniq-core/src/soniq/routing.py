@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from soniq.errors import InvalidTaskNameError as InvalidTaskNameError
 from soniq.errors import SoniqError
 from soniq.errors import TaskArgsError as TaskArgsError
-from soniq.registry import JobDefinition
-from soniq.validation import check_queue_name
+from soniq.registry import MAX_JOB_VERSION, JobDefinition
+from soniq.validation import JobOptionsError, check_queue_name
 
 if TYPE_CHECKING:
     from soniq.settings import Settings
@@ -57,9 +57,13 @@ class TaskRef:
     name: str
     args_model: type[Any] | None = None
     default_queue: str | None = None
+    version: int = 1
+    """The version of the job's code the producer shapes its arguments for; rows it enqueues
+    carry it (above 1 only on a backend with the `VersionedJobs` role)."""
 
     def __post_init__(self) -> None:
         check_task_name(self.name, None)
+        check_ref_version(self.version)
         if self.default_queue is not None:
             check_queue_name(self.default_queue, what="TaskRef default_queue")
 
@@ -74,12 +78,20 @@ def task_ref(
     args_model: type[Any] | None = None,
     default_queue: str | None = None,
     pattern: str | None = None,
+    version: int = 1,
 ) -> TaskRef:
     """A `TaskRef` whose name is checked now against `pattern` (default: ``SONIQ_TASK_NAME_PATTERN``)."""
     if pattern is None:
         pattern = os.environ.get("SONIQ_TASK_NAME_PATTERN") or None
     check_task_name(name, pattern)
-    return TaskRef(name=name, args_model=args_model, default_queue=default_queue)
+    return TaskRef(name=name, args_model=args_model, default_queue=default_queue, version=version)
+
+
+def check_ref_version(version: Any) -> int:
+    """A `TaskRef`'s `version`: a whole number from 1 to `MAX_JOB_VERSION`, else `JobOptionsError`."""
+    if isinstance(version, bool) or not isinstance(version, int) or not 1 <= version <= MAX_JOB_VERSION:
+        raise JobOptionsError(f"TaskRef version must be a whole number from 1 to {MAX_JOB_VERSION}, got {version!r}")
+    return version
 
 
 def validate_ref_args(ref: TaskRef, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +116,7 @@ def routed_queue(settings: Settings, name: str, queue: str) -> str:
     return queue
 
 
-def remote_definition(settings: Settings, name: str, default_queue: str | None) -> JobDefinition:
+def remote_definition(settings: Settings, name: str, default_queue: str | None, version: int = 1) -> JobDefinition:
     """What a row for a job no local handler registers is built from (0.1.0's defaults)."""
 
     def not_here(**_: Any) -> None:
@@ -118,6 +130,7 @@ def remote_definition(settings: Settings, name: str, default_queue: str | None) 
         priority=DEFAULT_PRIORITY,
         timeout=None,
         is_async=False,
+        version=version,
     )
 
 

@@ -164,6 +164,9 @@ class Settings:
     """One INFO line per finished job on the ``soniq.jobs`` logger (``soniq worker --quiet-jobs`` turns it off)."""
     max_result_bytes: int = 1_048_576
     cancel_grace_seconds: float = 5.0
+    max_shutdown_nacks: int = 10
+    """Shutdowns that may cut off one job's started handler and hand it back (each nack'd with
+    attempts kept); the next one moves it to the dead-letter table with reason ``nack_limit``."""
     # -- schedules, leader lease, pruning --
     scheduler_enabled: bool = True
     """Workers run the scheduler loop (``soniq worker --no-scheduler`` turns it off for one)."""
@@ -397,6 +400,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "log_jobs": _parse_bool,
     "max_result_bytes": _at_least(1, MAX_PAYLOAD_BYTES),
     "cancel_grace_seconds": _seconds(0.0, HOUR),
+    "max_shutdown_nacks": _at_least(1, 1000),
     # -- schedules, leader lease, pruning --
     "scheduler_enabled": _parse_bool,
     "scheduler_poll_interval": _seconds(MIN_POLL_INTERVAL, HOUR),

@@ -25,12 +25,13 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from soniq import Soniq
-from soniq.errors import JobOptionsError
+from soniq.errors import JobOptionsError, MissingBackendRoleError
 from soniq.observers import redact_data, redact_text, redact_url
 from soniq_dashboard.access import HostGuard, ReadKeyGuard, UrlGuard
 from soniq_dashboard.charts import Charts
 from soniq_dashboard.metrics import MetricsEndpoint
 from soniq_dashboard.reads import (
+    COUNT_KEYS,
     STATUSES,
     DashboardReads,
     JobFilter,
@@ -198,7 +199,24 @@ class Dashboard:
 
     async def overview(self, request: Request) -> Response:
         snapshot = await self.overview_snapshot.get()
-        return self.render(request, "overview.html", "overview", overview=snapshot.value, as_of=snapshot.as_of)
+        overview = snapshot.value
+        # Read on every render, not with the counts' snapshot: a pause or resume shows at once.
+        paused = await self.reads.paused_queues()
+        queues = list(overview.queues)
+        listed = {name for name, _ in queues}
+        if paused and any(name not in listed for name in paused):  # a paused queue shows before its first job
+            zero = dict.fromkeys(COUNT_KEYS, 0)
+            queues = sorted(queues + [(name, dict(zero)) for name in paused if name not in listed])
+        return self.render(
+            request,
+            "overview.html",
+            "overview",
+            overview=overview,
+            queues=queues,
+            paused=paused,
+            as_of=snapshot.as_of,
+            notice=request.query_params.get("notice") or "",
+        )
 
     async def jobs(self, request: Request) -> Response:
         q = request.query_params
@@ -356,6 +374,28 @@ class Dashboard:
         notice = f"{verb} schedule {name}" if done else f"no schedule is named {name}: nothing changed"
         return RedirectResponse(f"{self.base(request)}/schedules?{urlencode({'notice': notice})}", status_code=303)
 
+    async def queue_action(self, request: Request) -> Response:
+        """Pause or resume one queue: the row's button sends ``pause=<queue>`` or ``resume=<queue>``
+        (a pause may carry ``reason``)."""
+        form = await self._guarded(request)
+        if isinstance(form, Response):
+            return form
+        try:
+            if form.get("pause"):
+                name = form["pause"]
+                reason = form.get("reason", "").strip() or None
+                done = await self.app.pause_queue(name, reason=reason)
+                notice = f"paused queue {name}" if done else f"queue {name} was already paused"
+            elif form.get("resume"):
+                name = form["resume"]
+                done = await self.app.resume_queue(name)
+                notice = f"resumed queue {name}" if done else f"queue {name} was not paused: nothing changed"
+            else:
+                return self._refuse(request, "unknown action", status=400)
+        except (JobOptionsError, MissingBackendRoleError) as exc:
+            return self._refuse(request, redact_text(str(exc)), status=400)
+        return RedirectResponse(f"{self.base(request)}/?{urlencode({'notice': notice})}", status_code=303)
+
     async def cancel(self, request: Request) -> Response:
         form = await self._guarded(request)
         if isinstance(form, Response):
@@ -377,6 +417,7 @@ class Dashboard:
             Route("/schedules", self.schedules, name="schedules"),
             *self.charts.routes(self, SECURITY_HEADERS),
             Route("/schedules/action", self.schedule_action, methods=["POST"]),
+            Route("/queues/action", self.queue_action, methods=["POST"]),
             Route("/healthz", self.health),
             Route("/favicon.ico", self.favicon),
             Route("/metrics", self.metrics),

@@ -12,7 +12,8 @@ queued rows (the page says when it stopped short).
 Backend roles: every page reads `OperatorReads` and the dead-letter page `DeadLetterStore`, so
 `create_dashboard_app` refuses a backend without either (`require_dashboard_roles`,
 `MissingBackendRoleError` naming "the dashboard"). Schedules are `ScheduleStore`: without it the
-schedules page says the backend keeps none instead of failing.
+schedules page says the backend keeps none instead of failing. Queue pauses are `QueuePauseStore`:
+without it the overview shows no pause state and offers no Pause button.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from soniq.backend import (
     LimitScope,
     OperatorReads,
     QueueCounts,
+    QueuePauseStore,
     QueueStore,
     ScheduleStore,
     has_role,
@@ -47,6 +49,8 @@ from soniq.observers import redact_data, redact_text
 PAGE_SIZE = 50
 PREVIEW_CHARS = 120
 BULK_PAGE = 200
+COUNT_KEYS = ("total", "queued", "due", "scheduled", "processing", "done", "dead_letter", "cancelled")
+"""The counts the overview shows per queue and in total."""
 STATUSES = ("queued", "scheduled", "processing", "done", "cancelled")
 """The jobs page's status filter: `queued` means due now, `scheduled` queued for later (both stored `queued`)."""
 # Reads one filtered jobs page may make while it looks for due (or not yet due) queued rows.
@@ -150,6 +154,15 @@ class WorkerView:
     """When stale recovery stopped it, as recovery recorded it on the row."""
     rescued: list[dict[str, Any]] = field(default_factory=list)
     """The rows stale recovery took from it: ``job_id``, ``action`` (release, requeue, dead_letter), ``reason``."""
+    job_versions: dict[str, int] | None = None
+    """The version of each job it runs, by name, when it reported them (`VersionedJobs`); else None."""
+
+
+@dataclass(frozen=True, slots=True)
+class PausedQueue:
+    queue: str
+    reason: str | None
+    paused_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +306,7 @@ class DashboardReads:
     async def overview(self) -> Overview:
         backend = await self._backend()
         counts = await backend.job_counts(JobCountsParams())
-        keys = ("total", "queued", "due", "scheduled", "processing", "done", "dead_letter", "cancelled")
+        keys = COUNT_KEYS
         # `queued` is every stored queued row; `due` the ones a worker may take now, `scheduled` the rest.
         queues = [(c.queue, {k: _count(c, k) for k in keys}) for c in counts]
         limits = self.app.group_limits()  # declared in code and settings: no store read
@@ -465,11 +478,22 @@ class DashboardReads:
                     lost_in=(w.state or "RUNNING") if lost else None,
                     recovered_at=_parse_time(shutdown.get("recovered_at")) if recovered else None,
                     rescued=_rescued(shutdown.get("rescued")) if recovered else [],
+                    job_versions=dict(sorted(w.job_versions.items())) if w.job_versions is not None else None,
                 )
             )
         order = {"RUNNING": 0, "DRAINING": 1, "FORCE_TIMEOUT_PATH": 1, "WAIT_FOR_THREAD": 1, "STOPPED": 2, "LOST": 2}
         views.sort(key=lambda v: (order.get(v.state, 1), -v.started_at.timestamp()))
         return views
+
+    async def paused_queues(self) -> dict[str, PausedQueue] | None:
+        """The paused queues by name (one read, `app.paused_queues()`); None when the backend stores
+        no pauses (no `QueuePauseStore`)."""
+        if not has_role(await self.app.connected_backend(), QueuePauseStore):
+            return None
+        return {
+            row["queue"]: PausedQueue(queue=row["queue"], reason=row["reason"], paused_at=_aware(row["paused_at"]))
+            for row in await self.app.paused_queues()
+        }
 
     async def worker(self, worker_id: str) -> WorkerView | None:
         return next((w for w in await self.workers() if w.id == worker_id), None)

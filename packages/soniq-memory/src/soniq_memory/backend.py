@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -57,6 +58,8 @@ from soniq.backend import (
     MigrationStep,
     NackJobParams,
     NewJob,
+    PausedQueue,
+    PauseQueueParams,
     PrepareWorkerParams,
     PruneDeadLettersParams,
     PruneJobsParams,
@@ -70,7 +73,10 @@ from soniq.backend import (
     ReplayDeadLetterParams,
     RequestCancelParams,
     RescueJobsParams,
+    ResumeQueueParams,
     RetryJobParams,
+    SaveCheckpointParams,
+    SaveStepParams,
     ScheduleRecord,
     SchemaReport,
     SchemaStatus,
@@ -105,6 +111,9 @@ ROLES = {
     "LimitStore": 1,
     "DependencyStore": 1,
     "RetentionStore": 1,
+    "QueuePauseStore": 1,
+    "JobStepStore": 1,
+    "VersionedJobs": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -175,7 +184,7 @@ class MemoryBackend:
         return MappingProxyType(self._store.workers)
 
     def reset(self) -> None:
-        """Forget every job, dead letter and worker in this store."""
+        """Forget every job, dead letter, worker, schedule, lease and queue pause in this store."""
         with self._store.lock:
             self._store.clear()
 
@@ -369,7 +378,7 @@ class MemoryBackend:
             row = self._owned(params.job_id, params.worker_id)
             if row is None:
                 return False
-            store.write_nack(row)
+            store.write_nack(row, handler_started=params.handler_started)
             return True
 
     # -- workers ---------------------------------------------------------------
@@ -389,6 +398,7 @@ class MemoryBackend:
                 last_heartbeat=now,
                 started_at=now,
                 job_names=tuple(worker.job_names) if worker.job_names is not None else None,
+                job_versions=dict(worker.job_versions) if worker.job_versions is not None else None,
             )
 
     async def heartbeat(self, params: HeartbeatParams, /) -> bool:
@@ -514,6 +524,7 @@ class MemoryBackend:
                     max_attempts=params.max_attempts if params.max_attempts is not None else dead.max_attempts,
                     now=now,
                     attempts=params.attempts,
+                    version=dead.version,
                 )
             )
             raw = store.dead_raw_args.get(job_id)
@@ -666,6 +677,53 @@ class MemoryBackend:
     async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
         with self._store.lock:
             return schedules.prune_dead_letters(self._store, params)
+
+    # -- queue pauses (QueuePauseStore) ------------------------------------------
+
+    async def pause_queue(self, params: PauseQueueParams, /) -> bool:
+        store = self._store
+        with store.lock:
+            current = store.pauses.get(params.queue)
+            if current is not None:
+                store.pauses[params.queue] = replace(current, reason=params.reason)
+                return False
+            store.pauses[params.queue] = PausedQueue(queue=params.queue, reason=params.reason, paused_at=store.now())
+            return True
+
+    async def resume_queue(self, params: ResumeQueueParams, /) -> bool:
+        store = self._store
+        with store.lock:
+            if store.pauses.pop(params.queue, None) is None:
+                return False
+            # Its due rows are claimable again: wake the workers that wait on it.
+            store.wake(params.queue)
+            return True
+
+    async def paused_queues(self) -> list[PausedQueue]:
+        with self._store.lock:
+            return [self._store.pauses[queue] for queue in sorted(self._store.pauses)]
+
+    # -- steps and checkpoints (JobStepStore) -------------------------------------
+
+    async def save_step(self, params: SaveStepParams, /) -> bool:
+        value = json.loads(params.value_json)
+        store = self._store
+        with store.lock:
+            row = self._owned(params.job_id, params.worker_id)
+            if row is None:
+                return False
+            store.put_job(replace(row, steps={**row.steps, params.name: value}))
+            return True
+
+    async def save_checkpoint(self, params: SaveCheckpointParams, /) -> bool:
+        value = json.loads(params.value_json)
+        store = self._store
+        with store.lock:
+            row = self._owned(params.job_id, params.worker_id)
+            if row is None:
+                return False
+            store.put_job(replace(row, checkpoint=value))
+            return True
 
     # -- cancelling running jobs, waiting for jobs ----------------
 

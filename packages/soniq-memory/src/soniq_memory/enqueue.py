@@ -34,6 +34,7 @@ def queued_row(
     dependency_policy: DependencyPolicy = DependencyPolicy.CANCEL,
     limit_key: str | None = None,
     waiting_on: int = 0,
+    version: int = 1,
 ) -> JobRecord:
     """A fresh `queued` row that has never run (what enqueue and replay insert)."""
     return JobRecord(
@@ -59,6 +60,7 @@ def queued_row(
         dependency_policy=DependencyPolicy(dependency_policy),
         limit_key=limit_key,
         waiting_on=waiting_on,
+        version=version,
     )
 
 
@@ -72,6 +74,8 @@ def insert_jobs(store: MemoryStore, jobs: Sequence[NewJob]) -> list[str]:
         if job.id in seen or job.id in store.jobs:
             raise ValueError(f"a job with id {job.id!r} already exists")
         seen.add(job.id)
+        if isinstance(job.version, bool) or not isinstance(job.version, int) or job.version < 1:
+            raise ValueError(f"job {job.id!r}: version must be an integer >= 1, got {job.version!r}")
         holder = store.dedup_holder(job.dedup_key) if job.dedup_key is not None else None
         if holder is not None:
             aliases[job.id] = holder.id
@@ -97,6 +101,7 @@ def insert_jobs(store: MemoryStore, jobs: Sequence[NewJob]) -> list[str]:
             dependency_policy=job.dependency_policy,
             limit_key=job.limit_key,
             waiting_on=plan.waiting_on,
+            version=job.version,
         )
         if plan.cancelled:
             row = replace(row, status=JobStatus.CANCELLED, last_error=plan.last_error, dedup_key=None)

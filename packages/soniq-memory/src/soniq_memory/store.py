@@ -22,6 +22,7 @@ from soniq.backend import (
     JobRecord,
     JobStatus,
     LeaseRecord,
+    PausedQueue,
     ScheduleRecord,
     WorkerRecord,
     decode_args,
@@ -91,6 +92,8 @@ class MemoryStore:
     """Ids whose finishing write publishes a change (`watch_jobs`)."""
     rate_windows: dict[RateKey, tuple[int, int]] = field(default_factory=dict)
     """Per rate-limited group: (window start in epoch microseconds, claims in it); an older window counts as empty."""
+    pauses: dict[str, PausedQueue] = field(default_factory=dict)
+    """Queue name -> its stored pause (`QueuePauseStore`)."""
     _last_now: datetime = field(default_factory=lambda: datetime.now(UTC))
     _waiters: set[_Waiter] = field(default_factory=set)
     _change_waiters: set[_ChangeWaiter] = field(default_factory=set)
@@ -110,11 +113,20 @@ class MemoryStore:
             record = replace(record, status=status)
         self.jobs[record.id] = record
 
-    def write_nack(self, row: JobRecord) -> None:
-        """The seed's nack field set; `attempts` and `last_error` stay as they are."""
+    def write_nack(self, row: JobRecord, *, handler_started: bool = False) -> None:
+        """The seed's nack field set; `attempts` and `last_error` stay as they are (so do steps and
+        checkpoint). With `handler_started`, one more `shutdown_nacks` in the same write."""
         now = self.now()
         self.put_job(
-            replace(row, status=JobStatus.QUEUED, worker_id=None, updated_at=now, scheduled_at=now, started_at=None)
+            replace(
+                row,
+                status=JobStatus.QUEUED,
+                worker_id=None,
+                updated_at=now,
+                scheduled_at=now,
+                started_at=None,
+                shutdown_nacks=row.shutdown_nacks + 1 if handler_started else row.shutdown_nacks,
+            )
         )
         self.wake(row.queue)
 
@@ -131,6 +143,7 @@ class MemoryStore:
             moved_to_dead_letter_at=self.now(),
             max_attempts=row.max_attempts,
             priority=row.priority,
+            version=row.version,
         )
         raw = self.raw_args.pop(row.id, None)
         if raw is not None:
@@ -160,6 +173,7 @@ class MemoryStore:
         self.dependents.clear()
         self.watched.clear()
         self.rate_windows.clear()
+        self.pauses.clear()
 
     def export_job(self, row: JobRecord, *, include_result: bool = True) -> JobRecord:
         """The row as a caller sees it: a detached copy, args decoded from raw text if any."""

@@ -62,6 +62,8 @@ from soniq.backend import (
     MigrationStep,
     NackJobParams,
     NewJob,
+    PausedQueue,
+    PauseQueueParams,
     PrepareWorkerParams,
     PruneDeadLettersParams,
     PruneJobsParams,
@@ -75,7 +77,10 @@ from soniq.backend import (
     ReplayDeadLetterParams,
     RequestCancelParams,
     RescueJobsParams,
+    ResumeQueueParams,
     RetryJobParams,
+    SaveCheckpointParams,
+    SaveStepParams,
     ScheduleRecord,
     SchemaReport,
     SchemaStatus,
@@ -97,7 +102,7 @@ from soniq_postgres import dependencies, legacy_010, limits, migrations, pooling
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
-from soniq_postgres.queries import Queries, dead_letter_conditions
+from soniq_postgres.queries import Queries, dead_letter_conditions, version_bound
 from soniq_postgres.rows import (
     affected,
     claim_order,
@@ -121,6 +126,9 @@ ROLES = {
     "LimitStore": 1,
     "DependencyStore": 1,
     "RetentionStore": 1,
+    "QueuePauseStore": 1,
+    "JobStepStore": 1,
+    "VersionedJobs": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -156,6 +164,7 @@ COPY_COLUMNS = (
     "trace_context",
     "limit_key",
     "producer_id",
+    "version",
 )
 
 
@@ -169,11 +178,8 @@ class PostgresBackend:
         self._schedule_sql = schedules.ScheduleSql(options.schema)
         self._dependency_sql = dependencies.DependencySql(self._queries)
         self._limit_sql = limits.LimitSql(self._queries)
-        self._claim_sql = {
-            (kind, by_name): self._queries.claim(queue_count=kind, by_name=by_name)
-            for kind in (None, 1, 2)
-            for by_name in (False, True)
-        }
+        # Built on first use: (queue kind, by name, excluding queues, version filter kind).
+        self._claim_sql: dict[tuple[int | None, bool, bool, str | None], str] = {}
         self._pool: asyncpg.Pool | None = None
         self._pool_size = options.max_size
         self._schema_ready = False
@@ -282,7 +288,8 @@ class PostgresBackend:
                 await connection.execute(
                     f"DROP TABLE IF EXISTS {schema}.soniq_jobs, {schema}.soniq_dead_letter_jobs, "
                     f"{schema}.soniq_workers, {schema}.soniq_migrations, {schema}.soniq_schedules, "
-                    f"{schema}.soniq_leader, {schema}.soniq_job_dependencies, {schema}.soniq_rate_windows"
+                    f"{schema}.soniq_leader, {schema}.soniq_job_dependencies, {schema}.soniq_rate_windows, "
+                    f"{schema}.soniq_paused_queues"
                 )
             else:
                 await connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
@@ -351,6 +358,7 @@ class PostgresBackend:
             self._options.channel,
             payload,
             [job.limit_key for job in jobs],
+            [job.version for job in jobs],
         )
         by_key = {row["dedup_key"]: str(row["id"]) for row in rows if row["dedup_key"] is not None}
         return [by_key[job.dedup_key] if job.dedup_key is not None else job.id for job in jobs]
@@ -374,6 +382,7 @@ class PostgresBackend:
                 payload,
                 job.limit_key,
                 job.producer_id,
+                job.version,
             )
             return
         if len(jobs) < COPY_THRESHOLD:
@@ -384,6 +393,7 @@ class PostgresBackend:
                 payload,
                 [job.limit_key for job in jobs],
                 [job.producer_id for job in jobs],
+                [job.version for job in jobs],
             )
             return
         # created_at rises by a microsecond per row so that claim order keeps the list's order.
@@ -408,6 +418,7 @@ class PostgresBackend:
                     None if job.trace_context is None else optional_json(job.trace_context),
                     job.limit_key,
                     job.producer_id,
+                    job.version,
                 )
             )
             created += step
@@ -430,6 +441,11 @@ class PostgresBackend:
 
     async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
         queues, limit = params.queues, params.limit
+        excluded = params.excluded_queues
+        if excluded and queues is not None:
+            # Paused queues of a named claim are dropped here: the statement stays the plain one.
+            paused = set(excluded)
+            queues = [queue for queue in queues if queue not in paused]
         if limit <= 0 or (queues is not None and not queues):
             return []
         if self._listener is not None:
@@ -439,18 +455,32 @@ class PostgresBackend:
             return []
         if params.limits:
             async with self._connection() as conn:
-                rows = await limits.claim_limited(conn, self._limit_sql, self._options.schema, params)
+                rows = await limits.claim_limited(
+                    conn, self._limit_sql, self._options.schema, dataclasses.replace(params, queues=queues)
+                )
             return sorted(rows, key=claim_order)
         by_name = names is not None
         args: tuple[Any, ...]
+        kind: int | None
         if queues is None:
-            sql, args = self._claim_sql[None, by_name], ()
+            kind, args = None, ()
         elif len(queues) == 1:
-            sql, args = self._claim_sql[1, by_name], (queues[0],)
+            kind, args = 1, (queues[0],)
         else:
-            sql, args = self._claim_sql[2, by_name], (list(queues),)
+            kind, args = 2, (list(queues),)
         if names is not None:
             args = (*args, list(names))
+        excluding = bool(excluded) and queues is None
+        if excluding:
+            args = (*args, list(excluded))
+        versions, bound = version_bound(params.max_versions, names)
+        args = (*args, *bound)
+        key = (kind, by_name, excluding, versions)
+        sql = self._claim_sql.get(key)
+        if sql is None:
+            sql = self._claim_sql[key] = self._queries.claim(
+                queue_count=kind, by_name=by_name, excluded=excluding, versions=versions
+            )
         async with self._connection() as conn:
             rows = await conn.fetch(sql, params.worker_id, limit, params.mark_started, *args)
         return sorted((job_record(row) for row in rows), key=claim_order)
@@ -654,7 +684,34 @@ class PostgresBackend:
         return bool(moved)
 
     async def nack_job(self, params: NackJobParams, /) -> bool:
-        return await self._fenced(self._queries.nack, params.job_id, params.worker_id)
+        return await self._fenced(self._queries.nack, params.job_id, params.worker_id, params.handler_started)
+
+    # -- steps and checkpoints (JobStepStore) --------------------------------
+
+    async def save_step(self, params: SaveStepParams, /) -> bool:
+        return await self._fenced(
+            self._queries.save_step, params.job_id, params.worker_id, params.name, params.value_json
+        )
+
+    async def save_checkpoint(self, params: SaveCheckpointParams, /) -> bool:
+        return await self._fenced(self._queries.save_checkpoint, params.job_id, params.worker_id, params.value_json)
+
+    # -- queue pauses (QueuePauseStore) --------------------------------------
+
+    async def pause_queue(self, params: PauseQueueParams, /) -> bool:
+        async with self._connection() as conn:
+            return bool(await conn.fetchval(self._queries.pause_queue, params.queue, params.reason))
+
+    async def resume_queue(self, params: ResumeQueueParams, /) -> bool:
+        # The same statement tells waiting workers, so they claim from the queue at once.
+        async with self._connection() as conn:
+            row = await conn.fetchrow(self._queries.resume_queue, params.queue, self._options.channel)
+        return row is not None
+
+    async def paused_queues(self) -> list[PausedQueue]:
+        async with self._connection() as conn:
+            rows = await conn.fetch(self._queries.paused_queues)
+        return [PausedQueue(queue=row["queue"], reason=row["reason"], paused_at=utc(row["paused_at"])) for row in rows]
 
     async def _fenced(self, sql: str, *args: Any) -> bool:
         async with self._connection() as conn:
@@ -666,6 +723,7 @@ class PostgresBackend:
         worker = params.worker
         queues = None if worker.queues is None else list(worker.queues)
         names = None if worker.job_names is None else to_json(list(worker.job_names))
+        versions = None if worker.job_versions is None else to_json(dict(worker.job_versions))
         async with self._connection() as conn:
             await conn.execute(
                 self._queries.register_worker,
@@ -675,6 +733,7 @@ class PostgresBackend:
                 queues,
                 worker.concurrency,
                 names,
+                versions,
             )
 
     async def heartbeat(self, params: HeartbeatParams, /) -> bool:

@@ -54,18 +54,18 @@ RETURNING id, status"""
         self.dead_ids = f"SELECT id FROM {dead} WHERE id = ANY($1::text[])"
         # $1..$10 as enqueue_keyed, $11 status, $12 waiting_on, $13 last_error, $14 depends_on (JSON),
         # $15 policy, $16 limit_key, $17 has_dependents, $18 edge dependencies, $19 edge dependents,
-        # $20 wake channel, $21 payload. Edges are stored only for rows this call inserted.
+        # $20 wake channel, $21 payload, $22 versions. Edges are stored only for rows this call inserted.
         self.insert = f"""
 WITH stored AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts, trace_context,
                         dedup_key, producer_id, status, waiting_on, last_error, depends_on, dependency_policy,
-                        limit_key, has_dependents, attempts, created_at, updated_at)
+                        limit_key, has_dependents, version, attempts, created_at, updated_at)
     SELECT i, n, a::json, q, p, s, m, t::json, k, pr, st, w, e,
-           ARRAY(SELECT json_array_elements_text(d::json)), po, lk, hd, 0, clock_timestamp(), clock_timestamp()
+           ARRAY(SELECT json_array_elements_text(d::json)), po, lk, hd, v, 0, clock_timestamp(), clock_timestamp()
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[],
                 $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::text[], $14::text[],
-                $15::text[], $16::text[], $17::bool[])
-         AS r(i, n, a, q, p, s, m, t, k, pr, st, w, e, d, po, lk, hd)
+                $15::text[], $16::text[], $17::bool[], $22::int[])
+         AS r(i, n, a, q, p, s, m, t, k, pr, st, w, e, d, po, lk, hd, v)
     ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL
     DO UPDATE SET dedup_key = EXCLUDED.dedup_key
     RETURNING id, dedup_key
@@ -246,6 +246,7 @@ async def _insert_with_dependencies(
             [job_id for _, job_id in edges],
             wake_channel,
             payload,
+            [job.version for job in jobs],
         )
     by_key = {row["dedup_key"]: str(row["id"]) for row in rows if row["dedup_key"] is not None}
     return [by_key.get(job.dedup_key, job.id) if job.dedup_key is not None else job.id for job in jobs]

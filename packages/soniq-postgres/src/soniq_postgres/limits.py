@@ -32,13 +32,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import asyncpg
 
 from soniq.backend import ClaimJobsParams, GroupLimit, JobRecord, LimitScope, rules
 from soniq.backend.rules import LimitGroup
 from soniq_postgres.migrations import LIMITS_LOCK
-from soniq_postgres.queries import JOB_COLUMNS, Queries
+from soniq_postgres.queries import JOB_COLUMNS, Queries, version_bound, version_filter
 from soniq_postgres.rows import job_record
 
 MAX_ROUNDS = 4
@@ -112,12 +113,13 @@ WHERE j.id = ANY($2::text[]) AND j.status = 'queued'
 RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
         self._jobs = q.jobs
 
-    def candidates(self, *, by_queue: bool, by_name: bool) -> str:
+    def candidates(self, *, by_queue: bool, by_name: bool, excluded: bool = False, versions: str | None = None) -> str:
         """Due claimable rows in claim order, locked, outside the full groups.
 
         $1 how many, $2 ids already picked, $3 full queues, $4 full job names,
         $5 full (queue, partition) texts, $6 full (job name, partition) texts,
-        then the queues ($7) and job names ($7 or $8) when filtered.
+        then, from $7 on and each only when asked for: the queues, the job names, the
+        excluded (paused) queues, and the version bound (`queries.version_filter`).
         """
         part = partition_sql()
         filters = [
@@ -127,10 +129,18 @@ RETURNING {", ".join("j." + c.strip() for c in JOB_COLUMNS.split(","))}"""
             f"(job_name || chr(31) || {part}) <> ALL($6::text[])",
             "id <> ALL($2::text[])",
         ]
+        position = 7
         if by_queue:
-            filters.append("queue = ANY($7::text[])")
+            filters.append(f"queue = ANY(${position}::text[])")
+            position += 1
         if by_name:
-            filters.append(f"array_position(${8 if by_queue else 7}::text[], job_name) IS NOT NULL")
+            filters.append(f"array_position(${position}::text[], job_name) IS NOT NULL")
+            position += 1
+        if excluded:
+            filters.append(f"queue <> ALL(${position}::text[])")
+            position += 1
+        if versions is not None:
+            filters.append(version_filter(versions, position).removeprefix("AND "))
         return f"""
 SELECT id, queue, job_name, limit_key FROM {self._jobs}
 WHERE status = 'queued' AND waiting_on = 0 AND scheduled_at <= now() AND {" AND ".join(filters)}
@@ -190,8 +200,16 @@ async def claim_limited(
 
         picked: list[str] = []
         bumps: dict[tuple[int, str], int] = {}
-        statement = sql.candidates(by_queue=queues is not None, by_name=names is not None)
-        filters: list[list[str]] = [arg for arg in (queues, names) if arg is not None]
+        # Paused queues: a named claim arrives without them (the caller dropped them).
+        excluded = list(params.excluded_queues) if queues is None else []
+        versions, bound = version_bound(params.max_versions, names)
+        statement = sql.candidates(
+            by_queue=queues is not None, by_name=names is not None, excluded=bool(excluded), versions=versions
+        )
+        filters: list[Any] = [arg for arg in (queues, names) if arg is not None]
+        if excluded:
+            filters.append(excluded)
+        filters.extend(bound)
         for _ in range(MAX_ROUNDS):
             need = params.limit - len(picked)
             if need <= 0:

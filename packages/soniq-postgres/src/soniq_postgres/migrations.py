@@ -255,6 +255,33 @@ CREATE INDEX IF NOT EXISTS soniq_jobs_waiting_idx
     ON {schema}.soniq_jobs (queue) WHERE status = 'queued' AND waiting_on > 0;
 """,
     ),
+    # -- queue pauses, steps and checkpoints, job versions, shutdown nacks ---------
+    Migration(
+        8,
+        "queue pauses, job steps, job versions and shutdown nacks",
+        """
+-- Constant defaults again: no table rewrite, and every existing row reads as enqueued
+-- before these existed (version 1, no steps, never cut off by a shutdown).
+ALTER TABLE {schema}.soniq_jobs
+    ADD COLUMN IF NOT EXISTS shutdown_nacks integer NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS version        integer NOT NULL DEFAULT 1,
+    ADD COLUMN IF NOT EXISTS steps          json    NOT NULL DEFAULT '{{}}',
+    ADD COLUMN IF NOT EXISTS checkpoint     json;
+ALTER TABLE {schema}.soniq_jobs
+    ADD CONSTRAINT soniq_jobs_version_check CHECK (version >= 1) NOT VALID;
+-- A replayed dead letter keeps the version its arguments were written for.
+ALTER TABLE {schema}.soniq_dead_letter_jobs
+    ADD COLUMN IF NOT EXISTS version integer NOT NULL DEFAULT 1;
+-- The version of each job a worker runs, as JSON text (NULL: not reported).
+ALTER TABLE {schema}.soniq_workers ADD COLUMN IF NOT EXISTS job_versions text;
+-- Paused queues: claims leave their rows alone until the pause is removed.
+CREATE TABLE IF NOT EXISTS {schema}.soniq_paused_queues (
+    queue     text        PRIMARY KEY,
+    reason    text,
+    paused_at timestamptz NOT NULL DEFAULT now()
+);
+""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

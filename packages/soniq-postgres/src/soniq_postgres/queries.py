@@ -9,6 +9,7 @@ Every statement is a single round trip; asyncpg prepares and caches each.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from soniq.backend import DeadLetterFilter, DeadLetterReason
@@ -18,17 +19,18 @@ JOB_COLUMNS = (
     "id, job_name, args::text AS args, status, attempts, max_attempts, queue, priority, "
     "scheduled_at, last_error, worker_id, result::text AS result, created_at, updated_at, "
     "started_at, trace_context::text AS trace_context, expires_at, dedup_key, producer_id, "
-    "depends_on, waiting_on, dependency_policy, limit_key, cancel_requested"
+    "depends_on, waiting_on, dependency_policy, limit_key, cancel_requested, shutdown_nacks, version, "
+    "steps::text AS steps, checkpoint::text AS checkpoint"
 )
 # Listings without results never read the column: a large result costs nothing there.
 JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("result::text AS result", "NULL::text AS result")
 DEAD_COLUMNS = (
     "id, job_name, args::text AS args, queue, attempts, last_error, dead_letter_reason, "
-    "moved_to_dead_letter_at, resurrection_count, last_resurrection_at, max_attempts, priority"
+    "moved_to_dead_letter_at, resurrection_count, last_resurrection_at, max_attempts, priority, version"
 )
 WORKER_COLUMNS = (
     "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, job_names, "
-    "state, state_changed_at, last_shutdown::text AS last_shutdown"
+    "state, state_changed_at, last_shutdown::text AS last_shutdown, job_versions"
 )
 _CLAIM_ORDER = "priority, scheduled_at, created_at, id"
 _OWNED = "id = $1 AND status = 'processing' AND worker_id = $2"
@@ -62,16 +64,16 @@ class Queries:
         # Jobs without a dedup key (the producer id is stored here too: only a key needs
         # the ON CONFLICT path). $1 ids, $2 names, $3 args, $4 queues, $5 priorities,
         # $6 scheduled_at, $7 max_attempts, $8 trace contexts, $9 channel, $10 payload,
-        # $11 limit keys, $12 producer ids. clock_timestamp() per row keeps a batch's
+        # $11 limit keys, $12 producer ids, $13 versions. clock_timestamp() per row keeps a batch's
         # created_at in list order.
         self.enqueue = f"""
 WITH inserted AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        trace_context, limit_key, producer_id, status, attempts, created_at, updated_at)
-    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, 'queued', 0, clock_timestamp(), clock_timestamp()
+                        trace_context, limit_key, producer_id, version, status, attempts, created_at, updated_at)
+    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, v, 'queued', 0, clock_timestamp(), clock_timestamp()
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
-                $6::timestamptz[], $7::int[], $8::text[], $11::text[], $12::text[])
-         AS r(i, n, a, q, p, s, m, t, k, pr)
+                $6::timestamptz[], $7::int[], $8::text[], $11::text[], $12::text[], $13::int[])
+         AS r(i, n, a, q, p, s, m, t, k, pr, v)
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
@@ -80,8 +82,8 @@ SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
         self.enqueue_one = f"""
 WITH inserted AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        trace_context, limit_key, producer_id, status, attempts, created_at, updated_at)
-    VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8::json, $11::text, $12::text, 'queued', 0,
+                        trace_context, limit_key, producer_id, version, status, attempts, created_at, updated_at)
+    VALUES ($1, $2, $3::json, $4, $5, $6, $7, $8::json, $11::text, $12::text, $13::int, 'queued', 0,
             clock_timestamp(), clock_timestamp())
     RETURNING 1
 )
@@ -89,16 +91,17 @@ SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
         self.notify = "SELECT pg_notify($1, $2)"
         # Jobs with a dedup key. A key a queued row holds hits the partial unique
         # index and becomes a no-op update, whose RETURNING yields that row's id; racing producers
-        # wait on the index entry, so exactly one row is stored. $9 keys, $10 producers, $13 limit keys.
+        # wait on the index entry, so exactly one row is stored. $9 keys, $10 producers, $13 limit keys,
+        # $14 versions.
         self.enqueue_keyed = f"""
 WITH stored AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        trace_context, dedup_key, producer_id, limit_key, status, attempts, created_at,
+                        trace_context, dedup_key, producer_id, limit_key, version, status, attempts, created_at,
                         updated_at)
-    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, lk, 'queued', 0, clock_timestamp(), clock_timestamp()
+    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, lk, v, 'queued', 0, clock_timestamp(), clock_timestamp()
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
-                $6::timestamptz[], $7::int[], $8::text[], $9::text[], $10::text[], $13::text[])
-         AS r(i, n, a, q, p, s, m, t, k, pr, lk)
+                $6::timestamptz[], $7::int[], $8::text[], $9::text[], $10::text[], $13::text[], $14::int[])
+         AS r(i, n, a, q, p, s, m, t, k, pr, lk, v)
     ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL
     DO UPDATE SET dedup_key = EXCLUDED.dedup_key
     RETURNING id, dedup_key
@@ -171,16 +174,43 @@ WHERE {_OWNED}"""
 UPDATE {jobs} SET status = 'queued', scheduled_at = $3, worker_id = NULL, started_at = NULL,
                   updated_at = now()
 WHERE {_OWNED}"""
+        # $3 handler_started: a shutdown cut the handler off, which the row counts.
         self.nack = f"""
 UPDATE {jobs} SET status = 'queued', worker_id = NULL, updated_at = now(), scheduled_at = now(),
-                  started_at = NULL
+                  started_at = NULL, shutdown_nacks = shutdown_nacks + CASE WHEN $3::bool THEN 1 ELSE 0 END
 WHERE {_OWNED}"""
+        # Steps and checkpoints, fenced like every worker write; updated_at is left alone, so
+        # stale recovery's fence on it still holds. The step object is rebuilt from its entries
+        # (json, not jsonb: the values keep their text, NUL escapes included) with one key set.
+        # $3 name, $4 value (JSON text).
+        self.save_step = f"""
+UPDATE {jobs} SET steps = (
+    SELECT json_object_agg(e.k, e.v) FROM (
+        SELECT key AS k, value AS v FROM json_each(steps) WHERE key <> $3::text
+        UNION ALL SELECT $3::text, $4::json
+    ) AS e)
+WHERE {_OWNED}"""
+        self.save_checkpoint = f"UPDATE {jobs} SET checkpoint = $3::json WHERE {_OWNED}"
+
+        # -- queue pauses --
+        paused = f"{s}.soniq_paused_queues"
+        self.paused = paused
+        # A pause of a paused queue keeps its paused_at; `xmax = 0` only on a fresh insert.
+        self.pause_queue = f"""
+INSERT INTO {paused} AS p (queue, reason, paused_at) VALUES ($1, $2, now())
+ON CONFLICT (queue) DO UPDATE SET reason = EXCLUDED.reason
+RETURNING (p.xmax = 0) AS inserted"""
+        # $2 wake channel: waiting workers hear of the queue at once.
+        self.resume_queue = f"""
+WITH gone AS (DELETE FROM {paused} WHERE queue = $1 RETURNING queue)
+SELECT queue, pg_notify($2::text, queue) FROM gone"""
+        self.paused_queues = f"SELECT queue, reason, paused_at FROM {paused} ORDER BY queue"
         # One statement, so the delete and the insert commit together or not at all. $5 changes channel.
         self.dead_letter = f"""
 WITH moved AS (
     DELETE FROM {jobs} WHERE {_OWNED}
     RETURNING id, job_name, args, queue, attempts + 1 AS attempts, max_attempts, priority,
-              $3::text AS last_error, $4::text AS reason, has_dependents, watched
+              $3::text AS last_error, $4::text AS reason, has_dependents, watched, version
 ), dead AS (
 {self.dead_letter_insert("moved")}
 )
@@ -188,11 +218,12 @@ WITH moved AS (
 
         self.register_worker = f"""
 INSERT INTO {self.workers} (id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at,
-                            job_names)
-VALUES ($1, $2, $3, $4, $5, 'active', now(), now(), $6)
+                            job_names, job_versions)
+VALUES ($1, $2, $3, $4, $5, 'active', now(), now(), $6, $7)
 ON CONFLICT (id) DO UPDATE SET
     hostname = EXCLUDED.hostname, pid = EXCLUDED.pid, queues = EXCLUDED.queues,
     concurrency = EXCLUDED.concurrency, status = 'active', job_names = EXCLUDED.job_names,
+    job_versions = EXCLUDED.job_versions,
     last_heartbeat = EXCLUDED.last_heartbeat, started_at = EXCLUDED.started_at,
     state = NULL, state_changed_at = NULL, last_shutdown = NULL"""
         self.heartbeat = f"""
@@ -238,7 +269,7 @@ WITH picked AS (
     WHERE j.id = picked.id AND j.status = 'queued'
     RETURNING j.id, j.job_name, j.args, j.queue, j.attempts, j.max_attempts, j.priority,
               $3::text AS last_error, '{DeadLetterReason.UNKNOWN_JOB.value}'::text AS reason,
-              j.has_dependents, j.watched
+              j.has_dependents, j.watched, j.version
 ), dead AS (
 {self.dead_letter_insert("moved")}
 )
@@ -248,12 +279,12 @@ WITH picked AS (
 WITH revived AS (
     UPDATE {dead} SET resurrection_count = resurrection_count + 1, last_resurrection_at = now()
     WHERE id = $1
-    RETURNING job_name, args, queue, priority, max_attempts
+    RETURNING job_name, args, queue, priority, max_attempts, version
 ), inserted AS (
     INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        status, attempts, created_at, updated_at)
+                        status, attempts, version, created_at, updated_at)
     SELECT $2, job_name, args, COALESCE($5::text, queue), COALESCE($6::int, priority), $3,
-           COALESCE($7::int, max_attempts), 'queued', $8::int, now(), now()
+           COALESCE($7::int, max_attempts), 'queued', $8::int, version, now(), now()
     FROM revived
     RETURNING id, queue
 )
@@ -262,46 +293,60 @@ SELECT id, pg_notify($4, queue) FROM inserted"""
     def dead_letter_insert(self, moved: str) -> str:
         """The one move into the dead-letter table, from the rows of the CTE `moved`.
 
-        `moved` yields the job row's columns with the new `attempts`, plus
-        `last_error` and `reason`; every dead-letter write (a handler's verdict
-        or a rescue) goes through this text, so both store a row the same way.
+        `moved` yields the job row's columns with the new `attempts`, plus `last_error`,
+        `reason` and `version` (steps and checkpoints stay behind); every dead-letter write
+        (a handler's verdict or a rescue) goes through this text, so both store a row the same way.
         """
         return f"""INSERT INTO {self.dead} (id, job_name, args, queue, attempts, max_attempts, priority,
-                    last_error, dead_letter_reason, moved_to_dead_letter_at)
-SELECT id, job_name, args, queue, attempts, max_attempts, priority, last_error, reason, now() FROM {moved}
+                    last_error, dead_letter_reason, version, moved_to_dead_letter_at)
+SELECT id, job_name, args, queue, attempts, max_attempts, priority, last_error, reason, version, now()
+FROM {moved}
 ON CONFLICT (id) DO UPDATE SET
     job_name = EXCLUDED.job_name, args = EXCLUDED.args, queue = EXCLUDED.queue,
     attempts = EXCLUDED.attempts, max_attempts = EXCLUDED.max_attempts,
     priority = EXCLUDED.priority, last_error = EXCLUDED.last_error,
-    dead_letter_reason = EXCLUDED.dead_letter_reason,
+    dead_letter_reason = EXCLUDED.dead_letter_reason, version = EXCLUDED.version,
     moved_to_dead_letter_at = EXCLUDED.moved_to_dead_letter_at
 RETURNING id"""
 
-    def claim(self, *, queue_count: int | None, by_name: bool = False) -> str:
+    def claim(
+        self, *, queue_count: int | None, by_name: bool = False, excluded: bool = False, versions: str | None = None
+    ) -> str:
         """The claim statement: one queue (`$4` text), several (`$4` text[]), or all (None);
-        with `by_name`, only rows whose `job_name` is in the last parameter (text[]).
+        then, each only when asked for, in this order: the job names (text[]), the excluded
+        queues (text[], only without `queue_count`: a claim of named queues drops paused
+        ones before it is sent), and the version bound (`versions`: see `version_filter`).
 
         The locked selection and the update are one statement, so a row is
         either claimed by exactly one caller or left queued. The filter on
         `status = 'queued' AND waiting_on = 0` matches the partial claim indexes
         (rows waiting for dependencies are not in them), whose column order is
         the ORDER BY, so the planner reads the first `limit` rows of the index
-        instead of sorting the backlog.
+        instead of sorting the backlog. A claim that sends no pauses and no versions
+        is the same statement as before either existed.
         """
+        position = 4
         if queue_count is None:
             queue_filter = ""
         elif queue_count == 1:
-            queue_filter = "AND queue = $4::text"
+            queue_filter, position = "AND queue = $4::text", 5
         else:
-            queue_filter = "AND queue = ANY($4::text[])"
+            queue_filter, position = "AND queue = ANY($4::text[])", 5
         # The name test is a plain filter on the rows the claim index yields in
         # order: rows of other names are passed over, never locked or written.
         # It is written so that no index can serve it: with `job_name = ANY(...)`
         # the planner combined the (job_name, created_at) index with the claim
         # index and sorted the whole backlog (100 ms a claim at 100,000 queued).
-        name_filter = ""
+        filters = [queue_filter]
         if by_name:
-            name_filter = f"AND array_position(${4 if queue_count is None else 5}::text[], job_name) IS NOT NULL"
+            filters.append(f"AND array_position(${position}::text[], job_name) IS NOT NULL")
+            position += 1
+        # Paused queues and newer versions are plain filters too, for the same reason.
+        if excluded and queue_count is None:
+            filters.append(f"AND queue <> ALL(${position}::text[])")
+            position += 1
+        if versions is not None:
+            filters.append(version_filter(versions, position))
         # `id = ANY(ARRAY(...))` rather than a join with a CTE: once asyncpg's prepared statement
         # switches to a generic plan, `LIMIT $2` is unknown, and the join was planned as a hash
         # join over a sequential scan of the whole table (45 ms a claim at 100,000 queued rows).
@@ -311,7 +356,7 @@ SET status = 'processing', worker_id = $1, updated_at = now(),
     started_at = CASE WHEN $3::bool THEN now() END, dedup_key = NULL
 WHERE j.id = ANY(ARRAY(
     SELECT id FROM {self.jobs}
-    WHERE status = 'queued' AND waiting_on = 0 AND scheduled_at <= now() {queue_filter} {name_filter}
+    WHERE status = 'queued' AND waiting_on = 0 AND scheduled_at <= now() {" ".join(f for f in filters if f)}
     ORDER BY {_CLAIM_ORDER}
     LIMIT $2
     FOR UPDATE SKIP LOCKED
@@ -343,6 +388,41 @@ WITH written AS (
     RETURNING j.id, j.has_dependents, j.watched
 )
 {finished("written", "$5")}"""
+
+
+# -- the version bound of a claim ----------------------------
+
+ONE_VERSION = "one"
+"""Every name the claim may take has the same bound: one parameter, one comparison a row."""
+VERSION_MAP = "map"
+"""Bounds differ by name (or names outside the mapping are claimable): two parameters, the
+mapping's names (text[]) and their bounds (int[]); a name not in it has no bound."""
+
+
+def version_filter(kind: str, position: int) -> str:
+    """The claim filter for `ClaimJobsParams.max_versions`, its parameters from `$position`."""
+    if kind == ONE_VERSION:
+        return f"AND version <= ${position}::int"
+    return (
+        f"AND version <= COALESCE((${position + 1}::int[])[array_position(${position}::text[], job_name)], 2147483647)"
+    )
+
+
+def version_bound(
+    max_versions: Mapping[str, int] | None, job_names: Sequence[str] | None
+) -> tuple[str | None, tuple[Any, ...]]:
+    """How a claim sends `max_versions`: the filter kind (None: no filter) and its parameters.
+
+    One bound serves when every value is equal and the claim is limited to names the mapping
+    holds; otherwise the per-name form. An empty mapping bounds nothing.
+    """
+    if not max_versions:
+        return None, ()
+    bounds = set(max_versions.values())
+    if len(bounds) == 1 and job_names is not None and all(name in max_versions for name in job_names):
+        return ONE_VERSION, (next(iter(bounds)),)
+    names = list(max_versions)
+    return VERSION_MAP, (names, [int(max_versions[name]) for name in names])
 
 
 # -- dead-letter filters ------------------------------

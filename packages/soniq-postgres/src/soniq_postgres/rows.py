@@ -42,6 +42,12 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
     trace, _ = decode_json(row["trace_context"], "trace context")
     if not isinstance(trace, dict):
         trace = None
+    # Rows read without these columns (or stored before them) have no steps and version 1.
+    steps, steps_problem = decode_json(row.get("steps"), "steps")
+    if not isinstance(steps, dict):
+        steps_problem = steps_problem or ("steps are not a JSON object" if steps is not None else None)
+        steps = {}
+    checkpoint, checkpoint_problem = decode_json(row.get("checkpoint"), "checkpoint")
     return JobRecord(
         id=row["id"],
         job_name=row["job_name"],
@@ -59,7 +65,7 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
         updated_at=utc(row["updated_at"]),
         started_at=None if started is None else utc(started),
         trace_context=trace,
-        decode_error=join_problems(args_problem, result_problem),
+        decode_error=join_problems(args_problem, result_problem, steps_problem, checkpoint_problem),
         expires_at=_optional_utc(row.get("expires_at")),
         dedup_key=row.get("dedup_key"),
         producer_id=row.get("producer_id"),
@@ -68,6 +74,10 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
         dependency_policy=DependencyPolicy(row.get("dependency_policy") or DependencyPolicy.CANCEL.value),
         limit_key=row.get("limit_key"),
         cancel_requested=bool(row.get("cancel_requested")),
+        shutdown_nacks=row.get("shutdown_nacks") or 0,
+        version=row.get("version") or 1,
+        steps=steps,
+        checkpoint=checkpoint,
     )
 
 
@@ -92,6 +102,7 @@ def dead_letter_record(row: Mapping[str, Any]) -> DeadLetterRecord:
         max_attempts=row["max_attempts"],
         priority=row["priority"],
         decode_error=problem,
+        version=row["version"],
     )
 
 
@@ -110,6 +121,7 @@ def worker_record(row: Mapping[str, Any]) -> WorkerRecord:
         state=row.get("state"),
         state_changed_at=None if row.get("state_changed_at") is None else utc(row["state_changed_at"]),
         last_shutdown=_shutdown(row.get("last_shutdown")),
+        job_versions=worker_job_versions(row.get("job_versions")),
     )
 
 
@@ -125,6 +137,14 @@ def worker_job_names(text: str | None) -> tuple[str, ...] | None:
     if problem is not None or not isinstance(value, list):
         return None
     return tuple(str(name) for name in value)
+
+
+def worker_job_versions(text: str | None) -> dict[str, int] | None:
+    """The stored versions by job name; anything unreadable counts as "not reported"."""
+    value, problem = decode_json(text, "job versions")
+    if problem is not None or not isinstance(value, dict):
+        return None
+    return {str(name): int(version) for name, version in value.items() if isinstance(version, int)}
 
 
 def claim_order(record: JobRecord) -> tuple[int, datetime, datetime, str]:

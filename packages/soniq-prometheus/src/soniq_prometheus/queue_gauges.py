@@ -7,7 +7,9 @@ and one grouped count of the known queues (at most `max_queues`), the `job_count
 the backend role `OperatorReads`: due and scheduled counts and the oldest due job's age,
 exact at any depth, the same figures the dashboard shows. On a backend without that role it
 costs one `get_queue_stats` per queue instead: every queued row counts as due now
-(``scheduled`` 0) and no oldest age is reported.
+(``scheduled`` 0) and no oldest age is reported. On a backend with the role `QueuePauseStore`
+the same refresh reads the stored pauses (one more read) for ``soniq_queue_paused``: 1 per
+paused queue (at most `max_queues` of them); without the role the gauge has no series.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import TYPE_CHECKING, cast
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from soniq.backend import JobCountsParams, OperatorReads, has_role
+from soniq.backend import JobCountsParams, OperatorReads, QueuePauseStore, has_role
 
 if TYPE_CHECKING:
     from soniq.observers import AppReads
@@ -42,6 +44,8 @@ class QueueSnapshot:
     """(queue, state) -> rows; state is queued (due now), scheduled (due later) or processing."""
     oldest_age: dict[str, float] = field(default_factory=dict)
     workers: dict[str, int] = field(default_factory=dict)
+    paused: tuple[str, ...] = ()
+    """The paused queues (`QueuePauseStore`), sorted; empty without the role."""
     up: bool = False
     read_at: float | None = None
     """`time.monotonic()` of the read; None before the first."""
@@ -122,6 +126,9 @@ class QueueGaugeCollector(Collector):
                 snapshot.jobs[(queue, "queued")] = stats["queued"]
                 snapshot.jobs[(queue, "scheduled")] = 0
                 snapshot.jobs[(queue, "processing")] = stats["processing"]
+        if has_role(backend, QueuePauseStore):
+            pauses = cast(QueuePauseStore, backend)
+            snapshot.paused = tuple(sorted(row.queue for row in await pauses.paused_queues())[: self.max_queues])
         snapshot.up = True
         with self._lock:
             self._snapshot = snapshot
@@ -170,12 +177,19 @@ class QueueGaugeCollector(Collector):
         with self._lock:
             old = self._snapshot
             self._snapshot = QueueSnapshot(
-                jobs=old.jobs, oldest_age=old.oldest_age, workers=old.workers, up=False, read_at=time.monotonic()
+                jobs=old.jobs,
+                oldest_age=old.oldest_age,
+                workers=old.workers,
+                paused=old.paused,
+                up=False,
+                read_at=time.monotonic(),
             )
 
     # -- exposition ----------------------------------------------------------------
 
-    def _families(self) -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
+    def _families(
+        self,
+    ) -> tuple[GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily, GaugeMetricFamily]:
         p = self.prefix
         return (
             GaugeMetricFamily(
@@ -194,6 +208,11 @@ class QueueGaugeCollector(Collector):
             GaugeMetricFamily(
                 f"{p}_queue_gauges_up", "1 when the last read of the queue gauges from the store succeeded."
             ),
+            GaugeMetricFamily(
+                f"{p}_queue_paused",
+                "1 for each paused queue (workers do not claim from it); read from the store.",
+                labels=("queue",),
+            ),
         )
 
     def describe(self) -> Iterator[Metric]:
@@ -201,7 +220,7 @@ class QueueGaugeCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self._current()
-        jobs, oldest, workers, up = self._families()
+        jobs, oldest, workers, up, paused = self._families()
         for (queue, state), count in sorted(snapshot.jobs.items()):
             jobs.add_metric((queue, state), count)
         for queue, age in sorted(snapshot.oldest_age.items()):
@@ -209,4 +228,6 @@ class QueueGaugeCollector(Collector):
         for status in WORKER_STATUSES:
             workers.add_metric((status,), snapshot.workers.get(status, 0))
         up.add_metric((), 1.0 if snapshot.up else 0.0)
-        yield from (jobs, oldest, workers, up)
+        for queue in snapshot.paused:
+            paused.add_metric((queue,), 1.0)
+        yield from (jobs, oldest, workers, up, paused)

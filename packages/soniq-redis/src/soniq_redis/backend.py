@@ -64,6 +64,8 @@ from soniq.backend import (
     MigrationStep,
     NackJobParams,
     NewJob,
+    PausedQueue,
+    PauseQueueParams,
     PrepareWorkerParams,
     PruneDeadLettersParams,
     PruneJobsParams,
@@ -79,7 +81,10 @@ from soniq.backend import (
     Rescue,
     RescueAction,
     RescueJobsParams,
+    ResumeQueueParams,
     RetryJobParams,
+    SaveCheckpointParams,
+    SaveStepParams,
     ScheduleRecord,
     SchemaReport,
     SchemaStatus,
@@ -108,6 +113,7 @@ from soniq_redis.rows import (
     from_micros,
     job_record,
     pairs,
+    paused_queue,
     text_map,
     to_micros,
     worker_record,
@@ -125,10 +131,16 @@ ROLES = {
     "LimitStore": 1,
     "DependencyStore": 1,
     "RetentionStore": 1,
+    "QueuePauseStore": 1,
+    "JobStepStore": 1,
+    "VersionedJobs": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
 SCHEMA_VERSION = 1
+# Still 1 with the job fields `shutdown_nacks`, `version`, `steps` and `checkpoint` and the
+# `paused_queues` hash: a row written without them reads as 0, 1, {} and None, so a keyspace
+# written by an older soniq-redis needs no upgrade step (and older workers may share it).
 # Ready-set members carry the priority in 16 fixed-width digits.
 PRIORITY_LIMIT = 10**15
 _SCAN_BATCH = 500
@@ -151,6 +163,24 @@ def _name_args(job_names: Sequence[str] | None) -> list[str | int]:
     return [len(names), *names]
 
 
+def _claim_filter_args(params: ClaimJobsParams) -> list[str | int]:
+    """The excluded (paused) queues and the per-name maximum versions, as `claim_arguments`
+    in common.lua reads them; with neither, three short arguments and no extra work."""
+    excluded = list(dict.fromkeys(params.excluded_queues))
+    args: list[str | int] = [len(excluded), *excluded]
+    versions = params.max_versions
+    if not versions:
+        return [*args, 0, ""]
+    maxima = set(versions.values())
+    if len(maxima) == 1:
+        # One shared maximum: one number for every name.
+        return [*args, len(versions), int(maxima.pop()), *versions]
+    args += [len(versions), ""]
+    for name, max_version in versions.items():
+        args += [name, int(max_version)]
+    return args
+
+
 def _protocol4_extras(job: NewJob) -> list[str | int]:
     """`enqueue.lua`'s per-job extras: a count, then (only when any is set) policy, limit key and dependencies."""
     policy = DependencyPolicy(job.dependency_policy)
@@ -164,6 +194,12 @@ def _protocol4_extras(job: NewJob) -> list[str | int]:
         dumps(list(job.depends_on)),
         *job.depends_on,
     ]
+
+
+def _version(job: NewJob) -> int:
+    if job.version < 1:
+        raise ValueError(f"a job version must be 1 or more, got {job.version} (job {job.id})")
+    return job.version
 
 
 def _limit_args(limits: Sequence[GroupLimit]) -> list[str | int]:
@@ -390,6 +426,7 @@ class RedisBackend:
                 "" if job.trace_context is None else dumps(dict(job.trace_context)),
                 job.dedup_key or "",
                 job.producer_id or "",
+                _version(job),
                 *_protocol4_extras(job),
             ]
         stored = await self._run("enqueue", *args)
@@ -423,6 +460,7 @@ class RedisBackend:
             limit,
             "1" if params.mark_started else "0",
             *_name_args(params.job_names),
+            *_claim_filter_args(params),
         ]
         if params.limits:
             rows = await self._run("claim_limited", *common, *_limit_args(params.limits), *_queue_args(queues))
@@ -460,7 +498,30 @@ class RedisBackend:
         return bool(await self._run("dead_letter", params.job_id, params.worker_id, params.error, str(params.reason)))
 
     async def nack_job(self, params: NackJobParams, /) -> bool:
-        return bool(await self._run("requeue", "nack", params.job_id, params.worker_id, ""))
+        started = "1" if params.handler_started else ""
+        return bool(await self._run("requeue", "nack", params.job_id, params.worker_id, started))
+
+    # -- queue pauses (QueuePauseStore), steps and checkpoints (JobStepStore) ---------
+
+    async def pause_queue(self, params: PauseQueueParams, /) -> bool:
+        return bool(await self._run("pause_queue", params.queue, dumps(params.reason)))
+
+    async def resume_queue(self, params: ResumeQueueParams, /) -> bool:
+        return bool(await self._run("resume_queue", params.queue))
+
+    async def paused_queues(self) -> list[PausedQueue]:
+        client, _ = await self._ready()
+        with translated_errors(self._target):
+            fields = text_map(await client.hgetall(self.keys.paused_queues))
+        return sorted((paused_queue(queue, text) for queue, text in fields.items()), key=lambda p: p.queue)
+
+    async def save_step(self, params: SaveStepParams, /) -> bool:
+        return bool(
+            await self._run("save_step", params.job_id, params.worker_id, dumps(params.name), params.value_json)
+        )
+
+    async def save_checkpoint(self, params: SaveCheckpointParams, /) -> bool:
+        return bool(await self._run("save_checkpoint", params.job_id, params.worker_id, params.value_json))
 
     # -- workers -------------------------------------------------------------------
 
@@ -476,6 +537,7 @@ class RedisBackend:
             json.dumps(queues),
             worker.concurrency,
             "" if worker.job_names is None else dumps(list(worker.job_names)),
+            "" if worker.job_versions is None else dumps(dict(worker.job_versions)),
         )
 
     async def heartbeat(self, params: HeartbeatParams, /) -> bool:

@@ -60,6 +60,11 @@ class KeySpace:
         return f"{self.prefix}schedule:{name}"
 
     @property
+    def paused_queues(self) -> str:
+        """The hash of paused queues: queue name -> JSON ``{"reason", "paused_at"}``."""
+        return f"{self.prefix}paused_queues"
+
+    @property
     def schema(self) -> str:
         return f"{self.prefix}schema"
 

@@ -2,8 +2,10 @@
 
 Timestamps are stored as integer microseconds since the Unix epoch (the
 server's clock, read with TIME inside the scripts); `args`, `result`,
-`trace_context` and worker `queues` are JSON. A field that is absent from a
-hash is NULL.
+`trace_context`, worker `queues` and `job_versions`, and a job's `steps` and
+`checkpoint` are JSON. A field that is absent from a hash is NULL, except the
+fields a row written before they existed lacks: `shutdown_nacks` reads as 0,
+`version` as 1 and `steps` as an empty object.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from soniq.backend import (
     DependencyPolicy,
     JobRecord,
     JobStatus,
+    PausedQueue,
     WorkerRecord,
     WorkerStatus,
     decode_args,
@@ -69,6 +72,18 @@ def _depends_on(text: str | None) -> tuple[str, ...]:
     return tuple(str(item) for item in value) if isinstance(value, list) else ()
 
 
+def _steps(text: str | None) -> dict[str, Any]:
+    # Written by save_step.lua from core's JSON; a value another program broke reads as none.
+    if not text or text == "{}":  # no step yet: most rows, on the claim path
+        return {}
+    value, _ = decode_json(text, "steps")
+    return value if isinstance(value, dict) else {}
+
+
+def _checkpoint(text: str | None) -> Any:
+    return None if text is None else decode_json(text, "checkpoint")[0]
+
+
 def job_record(fields: Mapping[str, str]) -> JobRecord:
     trace_text = fields.get("trace_context")
     result_text = fields.get("result")
@@ -104,6 +119,10 @@ def job_record(fields: Mapping[str, str]) -> JobRecord:
         dependency_policy=DependencyPolicy(fields.get("dependency_policy", DependencyPolicy.CANCEL.value)),
         limit_key=fields.get("limit_key"),
         cancel_requested=fields.get("cancel_requested") == "1",
+        shutdown_nacks=int(fields.get("shutdown_nacks", "0")),
+        version=int(fields.get("version", "1")),
+        steps=_steps(fields.get("steps")),
+        checkpoint=_checkpoint(fields.get("checkpoint")),
     )
 
 
@@ -123,6 +142,18 @@ def dead_letter_record(fields: Mapping[str, str]) -> DeadLetterRecord:
         max_attempts=int(fields["max_attempts"]),
         priority=int(fields["priority"]),
         decode_error=args_error,
+        version=int(fields.get("version", "1")),
+    )
+
+
+def paused_queue(queue: str, text: str) -> PausedQueue:
+    """One entry of the `paused_queues` hash (JSON written by pause_queue.lua)."""
+    value = json.loads(text)
+    reason = value.get("reason")
+    return PausedQueue(
+        queue=queue,
+        reason=None if reason is None else str(reason),
+        paused_at=from_micros(int(value["paused_at"])),
     )
 
 
@@ -136,6 +167,8 @@ def worker_record(fields: Mapping[str, str]) -> WorkerRecord:
     queues = json.loads(fields["queues"])
     names_text = fields.get("job_names")
     names = None if names_text is None else json.loads(names_text)
+    versions_text = fields.get("job_versions")
+    versions = None if versions_text is None else json.loads(versions_text)
     return WorkerRecord(
         id=fields["id"],
         hostname=fields["hostname"],
@@ -149,4 +182,5 @@ def worker_record(fields: Mapping[str, str]) -> WorkerRecord:
         state=fields.get("state"),
         state_changed_at=_optional_time(fields, "state_changed_at"),
         last_shutdown=_shutdown(fields.get("last_shutdown")),
+        job_versions=None if versions is None else {str(name): int(v) for name, v in versions.items()},
     )

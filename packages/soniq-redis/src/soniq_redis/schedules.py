@@ -38,7 +38,7 @@ def upsert_args(params: UpsertScheduleParams) -> list[str | int]:
 
 
 def job_args(jobs: Sequence[NewJob]) -> list[str | int]:
-    """The per-job arguments `schedule_fire.lua` reads, ten per job."""
+    """The per-job arguments `schedule_fire.lua` reads, eleven per job."""
     args: list[str | int] = []
     for job in jobs:
         args += [
@@ -52,6 +52,7 @@ def job_args(jobs: Sequence[NewJob]) -> list[str | int]:
             "" if job.trace_context is None else dumps(dict(job.trace_context)),
             "0" if job.limit_key is None else "1",
             job.limit_key or "",
+            max(1, job.version),
         ]
     return args
 

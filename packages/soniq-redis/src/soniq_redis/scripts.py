@@ -56,6 +56,11 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "cancel_requests",
     "finish_cancel",
     "watch",
+    # -- queue pauses, steps and checkpoints
+    "pause_queue",
+    "resume_queue",
+    "save_step",
+    "save_checkpoint",
 )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,6 +51,8 @@ from soniq.backend import (
     MigrationStep,
     NackJobParams,
     NewJob,
+    PausedQueue,
+    PauseQueueParams,
     PrepareWorkerParams,
     PruneDeadLettersParams,
     PruneJobsParams,
@@ -65,7 +67,10 @@ from soniq.backend import (
     RequestCancelParams,
     RescueAction,
     RescueJobsParams,
+    ResumeQueueParams,
     RetryJobParams,
+    SaveCheckpointParams,
+    SaveStepParams,
     ScheduleRecord,
     SchemaReport,
     SchemaStatus,
@@ -91,8 +96,10 @@ from soniq_sqlite.codec import (
     dump_ids,
     dump_json,
     dump_optional_json,
+    from_us,
     from_us_or_none,
     job_from_row,
+    load_steps,
     now_us,
     to_us,
     worker_from_row,
@@ -122,6 +129,9 @@ ROLES = {
     "LimitStore": 1,
     "DependencyStore": 1,
     "RetentionStore": 1,
+    "QueuePauseStore": 1,
+    "JobStepStore": 1,
+    "VersionedJobs": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -131,15 +141,15 @@ _SYNCHRONOUS: tuple[Synchronous, ...] = ("off", "normal", "full", "extra")
 
 _INSERT_JOB = (
     "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
-    "scheduled_at, created_at, updated_at, trace_context, limit_key) "
-    "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "scheduled_at, created_at, updated_at, trace_context, limit_key, version) "
+    "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 # A job with a dedup key: the upsert on the partial unique index `soniq_jobs_dedup` turns a key
 # a queued row already holds into a no-op update that returns that row's id.
 _UPSERT_KEYED_JOB = (
     "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
-    "scheduled_at, created_at, updated_at, trace_context, limit_key, dedup_key, producer_id) "
-    "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "scheduled_at, created_at, updated_at, trace_context, limit_key, version, dedup_key, producer_id) "
+    "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL "
     "DO UPDATE SET dedup_key = excluded.dedup_key RETURNING id"
 )
@@ -309,7 +319,7 @@ class SQLiteBackend:
         return await self._db.transaction_raw(body)
 
     def _job_rows(self, jobs: Sequence[NewJob]) -> tuple[list[tuple[Any, ...]], set[str]]:
-        """`_INSERT_JOB`'s values for each job, and the queues that now have a due row."""
+        """`_INSERT_JOB`'s values for each job (version last), and the queues that now have a due row."""
         # created_at strictly increases per instance (a microsecond per row at
         # least) so that claim order, which falls back to created_at, follows
         # the order in which jobs were given, within a batch and across calls.
@@ -336,6 +346,7 @@ class SQLiteBackend:
                     created,
                     trace,
                     job.limit_key,
+                    _check_version(job.version),
                 )
             )
         return rows, due
@@ -367,22 +378,29 @@ class SQLiteBackend:
     # -- the claim path ----------------------------------------------------
 
     async def claim_jobs(self, params: ClaimJobsParams, /) -> list[JobRecord]:
-        queues, limit, names = params.queues, params.limit, params.job_names
-        if limit <= 0 or (queues is not None and not queues) or (names is not None and not names):
+        limit, names = params.limit, params.job_names
+        if limit <= 0 or (params.queues is not None and not params.queues) or (names is not None and not names):
             return []
+        # Paused queues leave a worker's queue list before any SQL is written; a worker serving
+        # every queue gets one `queue NOT IN` term instead. Nothing is added when none is paused.
+        queues = _served_queues(params.queues, params.excluded_queues)
+        if queues is not None and not queues:
+            return []
+        extra, extra_params = _row_filters(
+            names, () if queues is not None else params.excluded_queues, params.max_versions
+        )
         await self.connect()
         if params.limits:
-            return await self._claim_limited(params)
+            return await self._claim_limited(params, queues, extra, extra_params)
         queue_clause = ""
-        queue_params: tuple[str, ...] = ()
+        queue_params: tuple[Any, ...] = ()
         if queues is not None:
-            queue_params = tuple(dict.fromkeys(queues))
+            queue_params = queues
             queue_clause = f" AND queue IN ({', '.join('?' for _ in queue_params)})"
-        if names is not None:
-            # A filter on the rows the claim index yields in order: other names are passed over untouched.
-            name_clause, name_params = _name_filter(names, negate=False)
-            queue_clause += f" AND {name_clause}"
-            queue_params = (*queue_params, *name_params)
+        if extra:
+            # Filters on the rows the claim index yields in order: other rows are passed over untouched.
+            queue_clause += f" AND {extra}"
+            queue_params = (*queue_params, *extra_params)
         # The claim index is named: left to choose, SQLite served a name or queue
         # filter from a listing index and sorted the whole backlog per claim. Rows
         # waiting on a dependency are not in the claim indexes at all (CLAIMABLE).
@@ -401,16 +419,15 @@ class SQLiteBackend:
         )
         return sorted((job_from_row(row) for row in rows), key=claim_order)
 
-    async def _claim_limited(self, params: ClaimJobsParams) -> list[JobRecord]:
+    async def _claim_limited(
+        self, params: ClaimJobsParams, queues: tuple[str, ...] | None, extra: str, extra_params: tuple[Any, ...]
+    ) -> list[JobRecord]:
         """Protocol 4 limits: count and claim in one BEGIN IMMEDIATE (see `soniq_sqlite.limits`)."""
-        name_clause, name_params = (
-            ("", ()) if params.job_names is None else _name_filter(params.job_names, negate=False)
-        )
         claim = limits.LimitedClaim(
             worker_id=params.worker_id,
-            queues=None if params.queues is None else tuple(dict.fromkeys(params.queues)),
-            name_clause=name_clause,
-            name_params=name_params,
+            queues=queues,
+            name_clause=extra,
+            name_params=extra_params,
             limit=params.limit,
             mark_started=params.mark_started,
         )
@@ -593,10 +610,11 @@ class SQLiteBackend:
     async def nack_job(self, params: NackJobParams, /) -> bool:
         await self.connect()
         now = now_us()
+        # A hand-back after the handler started counts in shutdown_nacks, in the same fenced write.
         rows = await self._db.fetchall(
             "UPDATE soniq_jobs SET status = 'queued', worker_id = NULL, updated_at = ?, scheduled_at = ?, "
-            f"started_at = NULL WHERE {_OWNED} RETURNING queue",
-            (now, now, params.job_id, params.worker_id),
+            f"started_at = NULL, shutdown_nacks = shutdown_nacks + ? WHERE {_OWNED} RETURNING queue",
+            (now, now, 1 if params.handler_started else 0, params.job_id, params.worker_id),
         )
         self._wakeups.notify(str(row[0]) for row in rows)
         return len(rows) == 1
@@ -608,10 +626,15 @@ class SQLiteBackend:
         worker, now = params.worker, now_us()
         queues = None if worker.queues is None else dump_json(list(worker.queues), what="worker queues")
         names = None if worker.job_names is None else dump_json(list(worker.job_names), what="worker job names")
+        versions = (
+            None
+            if worker.job_versions is None
+            else dump_json({str(k): int(v) for k, v in worker.job_versions.items()}, what="worker job versions")
+        )
         await self._db.execute(
             "INSERT OR REPLACE INTO soniq_workers (id, hostname, pid, queues, concurrency, status, "
-            "last_heartbeat, started_at, job_names) VALUES (?, ?, ?, ?, ?, 'active', ?, ?, ?)",
-            (worker.id, worker.hostname, worker.pid, queues, worker.concurrency, now, now, names),
+            "last_heartbeat, started_at, job_names, job_versions) VALUES (?, ?, ?, ?, ?, 'active', ?, ?, ?, ?)",
+            (worker.id, worker.hostname, worker.pid, queues, worker.concurrency, now, now, names, versions),
         )
 
     async def heartbeat(self, params: HeartbeatParams, /) -> bool:
@@ -643,6 +666,73 @@ class SQLiteBackend:
         await self.connect()
         rows = await self._db.fetchall(f"SELECT {WORKER_COLUMNS} FROM soniq_workers ORDER BY started_at, id")
         return [worker_from_row(row) for row in rows]
+
+    # -- queue pauses (QueuePauseStore) ---------------------------------------
+
+    async def pause_queue(self, params: PauseQueueParams, /) -> bool:
+        await self.connect()
+        queue, reason = params.queue, params.reason
+
+        def body(raw: sqlite3.Connection) -> bool:
+            # Inside BEGIN IMMEDIATE: the first pause inserts; a repeat replaces only the reason.
+            inserted = raw.execute(
+                "INSERT OR IGNORE INTO soniq_paused_queues (queue, reason, paused_at) VALUES (?, ?, ?)",
+                (queue, reason, now_us()),
+            ).rowcount
+            if inserted == 1:
+                return True
+            raw.execute("UPDATE soniq_paused_queues SET reason = ? WHERE queue = ?", (reason, queue))
+            return False
+
+        return await self._db.transaction_raw(body)
+
+    async def resume_queue(self, params: ResumeQueueParams, /) -> bool:
+        await self.connect()
+        removed = await self._db.execute("DELETE FROM soniq_paused_queues WHERE queue = ?", (params.queue,))
+        if removed:
+            # This process's idle workers look again now; others at their next poll.
+            self._wakeups.notify([params.queue])
+        return removed == 1
+
+    async def paused_queues(self) -> list[PausedQueue]:
+        await self.connect()
+        rows = await self._db.fetchall("SELECT queue, reason, paused_at FROM soniq_paused_queues ORDER BY queue")
+        return [PausedQueue(queue=str(row[0]), reason=row[1], paused_at=from_us(int(row[2]))) for row in rows]
+
+    # -- steps and checkpoints (JobStepStore) --------------------------------
+
+    async def save_step(self, params: SaveStepParams, /) -> bool:
+        await self.connect()
+        job_id, worker_id, name, value = params.job_id, params.worker_id, params.name, params.value_json
+        if json.dumps(name, ensure_ascii=False) == f'"{name}"':
+            # A name JSON needs no escape for is a valid quoted path label: one fenced statement
+            # sets that key and keeps the others.
+            changed = await self._db.execute(
+                f"UPDATE soniq_jobs SET steps = json_set(steps, ?, json(?)) WHERE {_OWNED}",
+                (f'$."{name}"', value, job_id, worker_id),
+            )
+            return changed == 1
+
+        def body(raw: sqlite3.Connection) -> bool:
+            # SQLite's JSON paths cannot quote every name: read, set and write in one BEGIN IMMEDIATE.
+            found = raw.execute(f"SELECT steps FROM soniq_jobs WHERE {_OWNED}", (job_id, worker_id)).fetchone()
+            if found is None:
+                return False
+            steps = load_steps(found[0])
+            steps[name] = json.loads(value)
+            text = dump_json(steps, what="job steps")
+            raw.execute(f"UPDATE soniq_jobs SET steps = ? WHERE {_OWNED}", (text, job_id, worker_id))
+            return True
+
+        return await self._db.transaction_raw(body)
+
+    async def save_checkpoint(self, params: SaveCheckpointParams, /) -> bool:
+        await self.connect()
+        changed = await self._db.execute(
+            f"UPDATE soniq_jobs SET checkpoint = json(?) WHERE {_OWNED}",
+            (params.value_json, params.job_id, params.worker_id),
+        )
+        return changed == 1
 
     # -- stale recovery ------------------------------------------------------
 
@@ -1035,6 +1125,7 @@ SCHEMA_STEP_NAMES = {
     4: "schedules, leader lease and pruning",
     5: "dedup_key, producer_id and the unique queued index",
     6: "dependencies, fleet-wide limits, cancel requests",
+    7: "queue pauses, job steps and checkpoints, job versions, shutdown nacks",
 }
 """What each `PRAGMA user_version` step added (see soniq_sqlite.schema), for ``soniq migrate-status``."""
 
@@ -1044,13 +1135,91 @@ def _chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
         yield items[start : start + size]
 
 
-def _name_filter(names: Sequence[str], *, negate: bool) -> tuple[str, tuple[str, ...]]:
-    """``job_name IN (...)`` (or NOT IN) for `names`, within SQLite's bound-variable limit."""
+def _name_filter(
+    names: Sequence[str], *, negate: bool, column: str = "job_name", inline: bool = True
+) -> tuple[str, tuple[str, ...]]:
+    """``job_name IN (...)`` (or NOT IN, or another `column`) for `names`, within SQLite's
+    bound-variable limit (`inline` False: always one bound JSON array)."""
     unique = tuple(dict.fromkeys(names))
     operator = "NOT IN" if negate else "IN"
-    if len(unique) <= _INLINE_NAMES:
-        return f"job_name {operator} ({', '.join('?' for _ in unique)})", unique
-    return f"job_name {operator} (SELECT value FROM json_each(?))", (json.dumps(list(unique)),)
+    if inline and len(unique) <= _INLINE_NAMES:
+        return f"{column} {operator} ({', '.join('?' for _ in unique)})", unique
+    return f"{column} {operator} (SELECT value FROM json_each(?))", (json.dumps(list(unique)),)
+
+
+def _served_queues(queues: Sequence[str] | None, excluded: Sequence[str]) -> tuple[str, ...] | None:
+    """A claim's queue list without its paused queues (None: every queue, filtered in SQL)."""
+    if queues is None:
+        return None
+    if not excluded:
+        return tuple(dict.fromkeys(queues))
+    paused = set(excluded)
+    return tuple(queue for queue in dict.fromkeys(queues) if queue not in paused)
+
+
+def _row_filters(
+    names: Sequence[str] | None, excluded: Sequence[str], max_versions: Mapping[str, int] | None
+) -> tuple[str, tuple[Any, ...]]:
+    """The claim's conditions on each row beyond its queue list, ANDed (empty: none): its job
+    names, the paused queues of a claim over every queue, and the newest version per name."""
+    terms: list[str] = []
+    values: list[Any] = []
+    if names is not None:
+        term, bound = _name_filter(names, negate=False)
+        terms.append(term)
+        values += bound
+    if excluded:
+        term, bound = _name_filter(excluded, negate=True, column="queue")
+        terms.append(term)
+        values += bound
+    term, version_values = _version_filter(max_versions, names)
+    if term:
+        terms.append(term)
+        values += version_values
+    return " AND ".join(terms), tuple(values)
+
+
+def _version_filter(max_versions: Mapping[str, int] | None, names: Sequence[str] | None) -> tuple[str, tuple[Any, ...]]:
+    """`ClaimJobsParams.max_versions` as one condition: a row of a name in it passes while its
+    `version` is at most that name's value; rows of other names pass at any version.
+
+    The worker's case, every value equal and every name it claims a key, is the single
+    comparison ``version <= ?`` on the row the name filter already reads."""
+    if not max_versions:
+        return "", ()
+    tops = {str(name): int(top) for name, top in max_versions.items()}
+    covered = False
+    if names is not None:
+        wanted = set(names)
+        # A name this claim does not take needs no version check.
+        tops = {name: top for name, top in tops.items() if name in wanted}
+        if not tops:
+            return "", ()
+        covered = wanted <= tops.keys()
+    distinct = set(tops.values())
+    if len(distinct) == 1:
+        (top,) = distinct
+        if covered:
+            return "version <= ?", (top,)
+        others, keys = _name_filter(list(tops), negate=True)
+        return f"(version <= ? OR {others})", (top, *keys)
+    by_top: dict[int, list[str]] = {}
+    for name, top in tops.items():
+        by_top.setdefault(top, []).append(name)
+    inline = len(tops) <= _INLINE_NAMES
+    arms: list[str] = []
+    values: list[Any] = []
+    for top, group in sorted(by_top.items()):
+        term, bound = _name_filter(group, negate=False, inline=inline)
+        arms.append(f"WHEN {term} THEN version <= ?")
+        values += [*bound, top]
+    return f"(CASE {' '.join(arms)} ELSE 1 END)", tuple(values)
+
+
+def _check_version(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise JobArgumentsError(f"a job's version must be an integer of at least 1, got {value!r}")
+    return value
 
 
 def _filters(*, queue: str | None = None, status: str | None = None) -> tuple[str, tuple[str, ...]]:

@@ -103,7 +103,41 @@ def job_from_row(row: Row) -> JobRecord:
         dependency_policy=DependencyPolicy(row[21]) if len(row) > 21 else DependencyPolicy.CANCEL,
         limit_key=row[22] if len(row) > 22 else None,
         cancel_requested=bool(row[23]) if len(row) > 23 else False,
+        shutdown_nacks=int(row[24]) if len(row) > 24 else 0,
+        version=int(row[25]) if len(row) > 25 else 1,
+        steps=load_steps(row[26]) if len(row) > 26 else {},
+        checkpoint=load_checkpoint(row[27]) if len(row) > 27 else None,
     )
+
+
+def load_steps(text: str | None) -> dict[str, Any]:
+    """A row's `steps` column: the common empty object costs no JSON parse; anything unreadable
+    (or not an object) reads as no steps."""
+    if text is None or text == "{}":
+        return {}
+    value, problem = decode_json(text, "steps")
+    return value if problem is None and isinstance(value, dict) else {}
+
+
+def load_checkpoint(text: str | None) -> Any:
+    """A row's `checkpoint` column: NULL (none stored) and anything unreadable read as None."""
+    if text is None:
+        return None
+    value, problem = decode_json(text, "checkpoint")
+    return value if problem is None else None
+
+
+def load_versions(text: str | None) -> dict[str, int] | None:
+    """A worker's `job_versions`: name to version, None when not reported or unreadable."""
+    if text is None:
+        return None
+    value, problem = decode_json(text, "job versions")
+    if problem is not None or not isinstance(value, dict):
+        return None
+    try:
+        return {str(name): int(version) for name, version in value.items()}
+    except (TypeError, ValueError):
+        return None
 
 
 def dump_ids(ids: Sequence[str]) -> str:
@@ -138,6 +172,7 @@ def dead_letter_from_row(row: Row) -> DeadLetterRecord:
         max_attempts=row[10],
         priority=row[11],
         decode_error=problem,
+        version=row[12],
     )
 
 
@@ -160,6 +195,7 @@ def worker_from_row(row: Row) -> WorkerRecord:
         state=row[9],
         state_changed_at=from_us_or_none(row[10]),
         last_shutdown=shutdown if isinstance(shutdown, dict) else None,
+        job_versions=load_versions(row[12]) if len(row) > 12 else None,
     )
 
 

@@ -31,8 +31,8 @@ DELETED = DependencyState.DELETED.value
 INSERT_ANY_JOB = (
     "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
     "scheduled_at, created_at, updated_at, trace_context, limit_key, dedup_key, producer_id, "
-    "depends_on, waiting_on, dependency_policy, last_error) "
-    "VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "depends_on, waiting_on, dependency_policy, last_error, version) "
+    "VALUES (?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL "
     "DO UPDATE SET dedup_key = excluded.dedup_key RETURNING id"
 )
@@ -131,7 +131,7 @@ def insert_with_dependencies(
     which the caller's transaction rolls back and nothing of the call is stored.
 
     `rows` are `backend._job_rows` tuples: id, job_name, args, max_attempts, queue, priority,
-    scheduled_at, created_at, updated_at, trace_context, limit_key.
+    scheduled_at, created_at, updated_at, trace_context, limit_key, version.
     """
     stored_as: dict[str, str] = {}
     missing: list[str] = []
@@ -155,7 +155,7 @@ def insert_with_dependencies(
         job_id, scheduled_at, created_at = row[0], row[6], row[7]
         dedup_key = job.dedup_key if status == "queued" else None
         values = (*row[:3], status, *row[3:11], dedup_key, job.producer_id, depends_json, waiting_on, policy.value)
-        returned = raw.execute(INSERT_ANY_JOB, (*values, last_error)).fetchall()
+        returned = raw.execute(INSERT_ANY_JOB, (*values, last_error, row[11])).fetchall()
         stored_id = str(returned[0][0])
         stored_as[str(job_id)] = stored_id
         stored.append(stored_id)

@@ -15,13 +15,17 @@ Version history:
       cancel_requested, watched; the edge table soniq_job_dependencies and the trigger that
       resolves dependents when a row becomes done; soniq_rate_windows; the claim indexes hold
       only claimable rows (``waiting_on = 0``); an index of processing rows by limit group.
+  7 - soniq_jobs.shutdown_nacks, version, steps and checkpoint; soniq_dead_letter_jobs.version;
+      soniq_workers.job_versions; the table soniq_paused_queues. Every new column has a default,
+      so rows written before (or by a writer that names only the old columns, such as
+      soniq-django's insert) read as version 1, no steps, no checkpoint, no shutdown nacks.
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -234,6 +238,27 @@ _VERSION_6 = (
     """,
 )
 
+_VERSION_7 = (
+    # How many times a shutdown handed the row back after its handler had started (nack_job).
+    "ALTER TABLE soniq_jobs ADD COLUMN shutdown_nacks INTEGER NOT NULL DEFAULT 0",
+    # The version of the code that enqueued the row (VersionedJobs).
+    "ALTER TABLE soniq_jobs ADD COLUMN version INTEGER NOT NULL DEFAULT 1 CHECK (version >= 1)",
+    # Completed steps (a JSON object, step name to result) and the last checkpoint (JSON text or NULL).
+    "ALTER TABLE soniq_jobs ADD COLUMN steps TEXT NOT NULL DEFAULT '{}'",
+    "ALTER TABLE soniq_jobs ADD COLUMN checkpoint TEXT",
+    # A dead-lettered row keeps its version, so a replay is upgraded from where it stood.
+    "ALTER TABLE soniq_dead_letter_jobs ADD COLUMN version INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE soniq_workers ADD COLUMN job_versions TEXT",
+    # Stored queue pauses (QueuePauseStore); claims leave these queues' rows alone.
+    """
+    CREATE TABLE IF NOT EXISTS soniq_paused_queues (
+        queue     TEXT PRIMARY KEY NOT NULL,
+        reason    TEXT,
+        paused_at INTEGER NOT NULL
+    )
+    """,
+)
+
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: _VERSION_1,
     2: _VERSION_2,
@@ -241,6 +266,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     4: _VERSION_4,
     5: _VERSION_5,
     6: _VERSION_6,
+    7: _VERSION_7,
 }
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
@@ -252,6 +278,7 @@ TABLES = (
     "soniq_leader",
     "soniq_job_dependencies",
     "soniq_rate_windows",
+    "soniq_paused_queues",
 )
 
 CLAIM_INDEX_BY_QUEUE = "soniq_jobs_claimable_by_queue"
@@ -262,15 +289,16 @@ CLAIMABLE = "status = 'queued' AND waiting_on = 0"
 JOB_COLUMNS = (
     "id, job_name, args, status, attempts, max_attempts, queue, priority, scheduled_at, "
     "last_error, worker_id, result, created_at, updated_at, started_at, trace_context, expires_at, "
-    "dedup_key, producer_id, depends_on, waiting_on, dependency_policy, limit_key, cancel_requested"
+    "dedup_key, producer_id, depends_on, waiting_on, dependency_policy, limit_key, cancel_requested, "
+    "shutdown_nacks, version, steps, checkpoint"
 )
 DEAD_LETTER_COLUMNS = (
     "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "
-    "resurrection_count, last_resurrection_at, max_attempts, priority"
+    "resurrection_count, last_resurrection_at, max_attempts, priority, version"
 )
 # Listings without results select NULL in the result's place and never read the column.
 JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("worker_id, result,", "worker_id, NULL,")
 WORKER_COLUMNS = (
     "id, hostname, pid, queues, concurrency, status, last_heartbeat, started_at, job_names, "
-    "state, state_changed_at, last_shutdown"
+    "state, state_changed_at, last_shutdown, job_versions"
 )

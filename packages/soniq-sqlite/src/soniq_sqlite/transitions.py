@@ -21,14 +21,14 @@ from soniq_sqlite.schema import JOB_COLUMNS
 _INSERT_DEAD_LETTER = """
     INSERT INTO soniq_dead_letter_jobs (
         id, job_name, args, queue, attempts, max_attempts, priority, last_error,
-        dead_letter_reason, moved_to_dead_letter_at, resurrection_count, last_resurrection_at
-    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL)
+        dead_letter_reason, moved_to_dead_letter_at, resurrection_count, last_resurrection_at, version
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?)
     ON CONFLICT (id) DO UPDATE SET
         job_name = excluded.job_name, args = excluded.args, queue = excluded.queue,
         attempts = excluded.attempts, max_attempts = excluded.max_attempts,
         priority = excluded.priority, last_error = excluded.last_error,
         dead_letter_reason = excluded.dead_letter_reason,
-        moved_to_dead_letter_at = excluded.moved_to_dead_letter_at
+        moved_to_dead_letter_at = excluded.moved_to_dead_letter_at, version = excluded.version
 """
 _OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
 _AS_READ = f"{_OWNED} AND updated_at = ?"
@@ -58,13 +58,14 @@ async def move_to_dead_letter(
         await conn.execute_fetchall(
             "DELETE FROM soniq_jobs WHERE "
             + where
-            + " RETURNING id, job_name, args, queue, attempts, max_attempts, priority, last_error",
+            + " RETURNING id, job_name, args, queue, attempts, max_attempts, priority, last_error, version",
             params,
         )
     )
     if not rows:
         return False
-    job_id, job_name, args, queue, stored_attempts, max_attempts, priority, last_error = rows[0]
+    # The row's steps and checkpoint stay behind: a replayed job starts afresh (at its version).
+    job_id, job_name, args, queue, stored_attempts, max_attempts, priority, last_error, version = rows[0]
     await conn.execute(
         _INSERT_DEAD_LETTER,
         (
@@ -78,6 +79,7 @@ async def move_to_dead_letter(
             last_error if error is None else error,
             reason,
             now_us(),
+            version,
         ),
     )
     failed = [(str(job_id), DEAD_LETTERED)]
@@ -116,16 +118,16 @@ async def replay(
     rows = list(
         await conn.execute_fetchall(
             "UPDATE soniq_dead_letter_jobs SET resurrection_count = resurrection_count + 1, "
-            "last_resurrection_at = ? WHERE id = ? RETURNING job_name, args, queue, max_attempts, priority",
+            "last_resurrection_at = ? WHERE id = ? RETURNING job_name, args, queue, max_attempts, priority, version",
             (now, job_id),
         )
     )
     if not rows:
         return None
-    job_name, args, dead_queue, dead_max_attempts, dead_priority = rows[0]
+    job_name, args, dead_queue, dead_max_attempts, dead_priority, version = rows[0]
     await conn.execute(
         "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
-        "scheduled_at, created_at, updated_at) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+        "scheduled_at, created_at, updated_at, version) VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             new_job_id,
             job_name,
@@ -137,6 +139,7 @@ async def replay(
             to_us(scheduled_at),
             now,
             now,
+            version,
         ),
     )
     return new_job_id

@@ -14,6 +14,10 @@ backend). Each role lives in its own module with the guarantees its methods make
 - `limit_store.LimitStore`: fleet-wide limits inside the claim (no method of its own).
 - `dependency_store.DependencyStore`: jobs that wait for other jobs (no method of its own).
 - `retention_store.RetentionStore`: deleting finished rows past their retention.
+- `queue_pause_store.QueuePauseStore`: queues paused and resumed fleet-wide, durably.
+- `job_step_store.JobStepStore`: a running job's completed steps and last checkpoint.
+- `versioned_jobs.VersionedJobs`: rows carry their code's version; claims skip newer rows
+  (no method of its own).
 
 `rules` holds the pure rules a backend applies rather than decides (the dependency cascade,
 limit groups and windows), so that every backend writes the same values. Beside the roles this
@@ -36,13 +40,16 @@ from soniq.backend.cancel_channel import CancelChannel
 from soniq.backend.capabilities import BackendCapabilities
 from soniq.backend.dead_letter_store import DeadLetterStore
 from soniq.backend.dependency_store import DependencyStore
+from soniq.backend.job_step_store import JobStepStore
 from soniq.backend.limit_store import LimitStore
 from soniq.backend.operator_reads import OperatorReads
+from soniq.backend.queue_pause_store import QueuePauseStore
 from soniq.backend.queue_store import QueueStore
 from soniq.backend.retention_store import RetentionStore
 from soniq.backend.roles import ROLES, Role, check_backend, declared_roles, has_role, require_role
 from soniq.backend.schedule_store import ScheduleStore
 from soniq.backend.schema_admin import SchemaAdmin
+from soniq.backend.versioned_jobs import VersionedJobs
 from soniq.decoding import decode_args, decode_json, join_problems
 from soniq.dedup import unique_key
 from soniq.discovery import backend_class_for, installed_schemes, register_backend
@@ -91,6 +98,7 @@ from soniq.params import (
     ListSchedulesParams,
     MarkStartedParams,
     NackJobParams,
+    PauseQueueParams,
     PrepareWorkerParams,
     PruneDeadLettersParams,
     PruneJobsParams,
@@ -104,7 +112,10 @@ from soniq.params import (
     Rescue,
     RescueAction,
     RescueJobsParams,
+    ResumeQueueParams,
     RetryJobParams,
+    SaveCheckpointParams,
+    SaveStepParams,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
@@ -129,6 +140,7 @@ from soniq.records import (
     LeaseRecord,
     MigrationStep,
     NewJob,
+    PausedQueue,
     QueueCounts,
     QueueStats,
     RecoveryResult,
@@ -157,6 +169,9 @@ class Backend(
     LimitStore,
     DependencyStore,
     RetentionStore,
+    QueuePauseStore,
+    JobStepStore,
+    VersionedJobs,
     Protocol,
 ):
     """A backend that fills every role this soniq-core knows, as the bundled ones do."""
@@ -208,6 +223,7 @@ __all__ = [
     "JobRecord",
     "JobResult",
     "JobStatus",
+    "JobStepStore",
     "LeaseRecord",
     "LimitScope",
     "LimitStore",
@@ -218,11 +234,14 @@ __all__ = [
     "NackJobParams",
     "NewJob",
     "OperatorReads",
+    "PauseQueueParams",
+    "PausedQueue",
     "PrepareWorkerParams",
     "PruneDeadLettersParams",
     "PruneJobsParams",
     "PurgeDeadLetterParams",
     "QueueCounts",
+    "QueuePauseStore",
     "QueueStats",
     "QueueStatsParams",
     "QueueStore",
@@ -235,9 +254,12 @@ __all__ = [
     "Rescue",
     "RescueAction",
     "RescueJobsParams",
+    "ResumeQueueParams",
     "RetentionStore",
     "RetryJobParams",
     "Role",
+    "SaveCheckpointParams",
+    "SaveStepParams",
     "ScheduleRecord",
     "ScheduleStore",
     "SchemaAdmin",
@@ -251,6 +273,7 @@ __all__ = [
     "StaleJobPolicy",
     "StaleScan",
     "UpsertScheduleParams",
+    "VersionedJobs",
     "WaitForJobChangesParams",
     "WaitForJobsParams",
     "WatchJobsParams",

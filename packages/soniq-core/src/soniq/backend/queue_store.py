@@ -184,7 +184,9 @@ class QueueStore(Protocol):
         ``scheduled_at = now`` (and ``started_at = NULL``). `attempts` and
         `last_error` are not modified. A no-op returning False unless the row
         is `processing` and owned by `worker_id`, so it is idempotent and can
-        never undo stale recovery."""
+        never undo stale recovery. With `handler_started`, the same write adds
+        one to the row's `shutdown_nacks` (stored with the row, 0 at enqueue,
+        returned in `JobRecord.shutdown_nacks`, changed by nothing else)."""
 
     async def register_worker(self, params: RegisterWorkerParams, /) -> None:
         """Insert (or replace) the worker's row as `active` with a fresh heartbeat."""

@@ -11,12 +11,15 @@ from soniq.backend import (
     cancel_channel,
     dead_letter_store,
     dependency_store,
+    job_step_store,
     limit_store,
     operator_reads,
+    queue_pause_store,
     queue_store,
     retention_store,
     schedule_store,
     schema_admin,
+    versioned_jobs,
 )
 from soniq.errors import BackendProtocolError, MissingBackendRoleError
 
@@ -58,6 +61,9 @@ ROLES: dict[str, Role] = {
         Role(limit_store.LimitStore, limit_store.VERSION),
         Role(dependency_store.DependencyStore, dependency_store.VERSION),
         Role(retention_store.RetentionStore, retention_store.VERSION),
+        Role(queue_pause_store.QueuePauseStore, queue_pause_store.VERSION),
+        Role(job_step_store.JobStepStore, job_step_store.VERSION),
+        Role(versioned_jobs.VersionedJobs, versioned_jobs.VERSION),
     )
 }
 """Every role this soniq-core knows, by name, the required `QueueStore` first."""

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from soniq import features
-from soniq.backend import OperatorReads, has_role
+from soniq.backend import OperatorReads, QueuePauseStore, has_role
 from soniq.cli.common import EXIT_OK, CLIError, build_app, refuse_to_create_default, run_with_app
 from soniq.cli.output import format_age, heartbeat_age, safe
 from soniq.params import JobCountsParams
@@ -38,6 +38,7 @@ def worker_view(worker: WorkerRecord, *, heartbeat_timeout: float, now: datetime
         "queues": list(worker.queues) if worker.queues else None,
         "concurrency": worker.concurrency,
         "job_names": list(worker.job_names) if worker.job_names is not None else None,
+        "job_versions": dict(sorted(worker.job_versions.items())) if worker.job_versions is not None else None,
         "last_heartbeat": worker.last_heartbeat.isoformat(),
         "heartbeat_age_seconds": round(age, 3),
         "stale": worker.status is not WorkerStatus.STOPPED and age > heartbeat_timeout,
@@ -124,7 +125,11 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from soniq.cli.schedules_view import print_schedules_and_leader, schedules_and_leader
 
     async def sections(app: Soniq) -> dict[str, Any]:
-        return {**await schedules_and_leader(app), **await limits_section(app)}
+        return {
+            **await paused_section(app),
+            **await schedules_and_leader(app),
+            **await limits_section(app),
+        }
 
     section = run_with_app(app, sections)
     if args.json:
@@ -139,9 +144,38 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         names = view["job_names"]
         listed = "not reported" if names is None else (", ".join(safe(n) for n in names) or "none")
         print(f"    jobs: {listed}")
+        versions = view["job_versions"]
+        if versions is not None:
+            shown = ", ".join(f"{safe(name)} v{version}" for name, version in versions.items()) or "none"
+            print(f"    job versions: {shown}")
+    print_paused(section)
     print_schedules_and_leader(section)
     print_limits(section)
     return EXIT_OK
+
+
+async def paused_section(app: Soniq) -> dict[str, Any]:
+    """``{"paused_queues": [...]}``, each ``{"queue", "reason", "paused_at"}`` (ISO); None when the
+    backend stores no pauses (no `QueuePauseStore`)."""
+    backend = await app.connected_backend()
+    if not has_role(backend, QueuePauseStore):
+        return {"paused_queues": None}
+    rows = await app.paused_queues()
+    return {"paused_queues": [{**row, "paused_at": row["paused_at"].isoformat()} for row in rows]}
+
+
+def print_paused(section: dict[str, Any]) -> None:
+    rows = section.get("paused_queues")
+    if rows is None:
+        return
+    if not rows:
+        print("paused queues: none")
+        return
+    shown = []
+    for row in rows:
+        reason = f" ({safe(row['reason'])})" if row["reason"] else ""
+        shown.append(f"{safe(row['queue'])} since {row['paused_at']}{reason}")
+    print(f"paused queues: {'; '.join(shown)}")
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
@@ -186,7 +220,9 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
     p.set_defaults(func=cmd_status, parser=p)
 
     p = sub.add_parser(
-        "inspect", parents=[common], help="each worker: heartbeat age, stale?, queues, jobs; schedules; limits"
+        "inspect",
+        parents=[common],
+        help="each worker: heartbeat age, stale?, queues, jobs and their versions; paused queues; schedules; limits",
     )
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.add_argument("--all", action="store_true", help="include stopped workers")

@@ -180,7 +180,8 @@ class CompatApp:
                 return self.registry.require(name)  # raises, listing the registered names
             if mode == "warn":
                 self._unknown_names.warn(name)
-        return remote_definition(self.settings, name, default_queue)
+        version = target.version if isinstance(target, TaskRef) else 1
+        return remote_definition(self.settings, name, default_queue, version)
 
     @property
     def _unknown_names(self) -> UnknownNameWarnings:

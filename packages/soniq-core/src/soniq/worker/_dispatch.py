@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from soniq.backend import VersionedJobs, has_role
 from soniq.bus import run_deferred
 from soniq.errors import BackendUnavailableError
 from soniq.observers import job_end_event, job_start_event, nack_event
@@ -29,6 +30,7 @@ from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.batching import StartBatcher
 from soniq.worker.cancel_watch import CANCELLED_AT_CLAIM, cancel_message
 from soniq.worker.claim_limits import ClaimLimits
+from soniq.worker.queue_pauses import QueuePauses
 from soniq.worker.settle import Settled, Settler
 from soniq.worker.state import RunPhase
 
@@ -59,6 +61,15 @@ QUICK_WAKE_SECONDS = 0.005
 queued" about rows no claim can take (held back by a limit, blocked by dependencies)."""
 SPURIOUS_WAKE_PAUSE = 0.05
 """After such a wake found nothing to claim, the next wait starts this much later (at most poll_interval)."""
+
+
+def job_versions(registry: JobRegistry) -> dict[str, int]:
+    """Each registered job's version (the newest row version this worker runs), by name."""
+    versions: dict[str, int] = {}
+    for name in registry.names():
+        definition = registry.get(name)
+        versions[name] = int(getattr(definition, "version", 1)) if definition is not None else 1
+    return versions
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +144,10 @@ class Dispatcher:
         self._limits = ClaimLimits(context.limits)
         # The app's middleware around each call; async hooks awaited in the job's task.
         self._middleware = context.middleware
+        # Stored queue pauses, read at most once per poll_interval (QueuePauseStore only).
+        self._pauses = QueuePauses(context.backend, context.worker_id, context.queues, interval=settings.poll_interval)
+        # The newest row version of each job this worker runs (VersionedJobs only).
+        self._max_versions = job_versions(self._registry) if has_role(context.backend, VersionedJobs) else None
 
     # -- the claim loop --------------------------------------------------------
 
@@ -148,6 +163,14 @@ class Dispatcher:
                 # stop() sets the same event, so this wait needs no race with the stop signal.
                 await runs.changed.wait()
                 continue
+            excluded = await self._pauses.refresh() if self._pauses.enabled else ()
+            if self._pauses.all_paused:
+                # Every queue this worker serves is paused: claim nothing until the next read of the pauses.
+                if self._run_once and runs.empty:
+                    self._stop("run_once")
+                    return
+                await self._race(asyncio.sleep(max(self._pauses.due_in(), 0.001)))
+                continue
             params = ClaimJobsParams(
                 worker_id=self._worker_id,
                 queues=self._queues,
@@ -155,6 +178,8 @@ class Dispatcher:
                 mark_started=not self._defer_start_mark,
                 job_names=self._claimable_names(),
                 limits=self._limits.limits,
+                excluded_queues=excluded,
+                max_versions=self._max_versions,
             )
             try:
                 rows = await self._backend.claim_jobs(params)
@@ -191,17 +216,26 @@ class Dispatcher:
             if quick_wake and not rows:
                 # The store said rows were waiting and the claim found none to take: rows held back by a
                 # limit or blocked by dependencies look like that to some stores. Never a busy loop.
+                # Rows of a paused queue wake such a wait too: then wait up to the next read of the pauses.
+                pause = self._pauses.due_in() if excluded else 0.0
                 await self._race(
-                    asyncio.sleep(min(self._settings.poll_interval, SPURIOUS_WAKE_PAUSE)), runs.changed.wait()
+                    asyncio.sleep(min(self._settings.poll_interval, max(SPURIOUS_WAKE_PAUSE, pause))),
+                    runs.changed.wait(),
                 )
             timeout = self._settings.poll_interval
             if self._limits:
                 # Rows may have been held back by a limit: claim again when a rate window opens.
                 timeout = self._limits.wait_after_short_claim(timeout)
-            wait = WaitForJobsParams(queues=self._queues, timeout=timeout)
+            if excluded:
+                # Wake no later than the next read of the pauses, so that a resume is seen in time.
+                timeout = min(timeout, max(self._pauses.due_in(), 0.001))
+            wait = WaitForJobsParams(queues=self._pauses.unpaused(), timeout=timeout)
             began = loop.time()
             await self._race(self._backend.wait_for_jobs(wait), runs.changed.wait())
-            quick_wake = loop.time() - began < QUICK_WAKE_SECONDS and not runs.changed.is_set()
+            # A wait cut short on purpose (the next read of the pauses is due) is no quick wake.
+            quick_wake = (
+                timeout > QUICK_WAKE_SECONDS and loop.time() - began < QUICK_WAKE_SECONDS and not runs.changed.is_set()
+            )
 
     async def _claim_around_limits(self, params: ClaimJobsParams, exc: Exception) -> None:
         """After a claim with limits failed: claim without them, leaving out every job name a limit covers, and

@@ -34,6 +34,9 @@ class JobRun:
     pinned: bool = False
     """A running sync job at the force path: from now on only the thread's return decides the row."""
     started_at: float = 0.0
+    handler_started: bool = False
+    """The handler was called (the async coroutine created, or the thread submitted): a nack at
+    shutdown then counts toward the row's `shutdown_nacks`."""
     holds_slot: bool = False
     timeout: float | None = None
     """The job's deadline in seconds (its own `timeout`, else `job_timeout`); None: none."""
@@ -94,9 +97,11 @@ class JobRun:
         if self._unwound is not None:
             self._unwound.set()
 
-    def report_nack(self, written: bool) -> None:
+    def report_nack(self, written: bool, outcome: JobOutcome = JobOutcome.NACKED) -> None:
+        """How the force path's hand-back went: `outcome` (a nack, or a dead letter at the nack
+        limit) when `written`, else unwritten."""
         if self._nack_outcome is not None and not self._nack_outcome.done():
-            self._nack_outcome.set_result(JobOutcome.NACKED if written else JobOutcome.UNWRITTEN)
+            self._nack_outcome.set_result(outcome if written else JobOutcome.UNWRITTEN)
 
     async def nack_result(self) -> JobOutcome | None:
         """How the force path's nack of this run went, once it has (None: the run was never abandoned)."""
@@ -118,3 +123,6 @@ class Outcome:
     """The handler would not stop when cancelled (or its permit never came): dead letters say `stuck`."""
     cancelled: bool = False
     """A cancel request stopped the run before its handler started."""
+    hand_back: str | None = None
+    """The run never started and the row goes back untouched (a nack), with this warning."""
+    hand_back_reason: str | None = None

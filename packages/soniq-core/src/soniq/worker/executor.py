@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import dataclasses
 import functools
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
@@ -13,8 +15,11 @@ from typing import Any
 
 from soniq.compat.hooks import Middleware, build_chain
 from soniq.context import JobContext
-from soniq.errors import InternalError, Snooze
-from soniq.registry import validated_arguments
+from soniq.errors import InternalError, NoUpgradePathError, Snooze, UpgradeFailedError
+from soniq.registry import JobDefinition, validated_arguments
+from soniq.serialization import MAX_RESULT_BYTES
+from soniq.speedups import loads
+from soniq.steps import JobSteps
 from soniq.worker._runs import JobRun, Outcome
 from soniq.worker.state import RunPhase
 
@@ -74,8 +79,17 @@ class Executor:
     """
 
     def __init__(
-        self, pool: concurrent.futures.ThreadPoolExecutor, pool_size: int, *, cancel_grace: float = 5.0
+        self,
+        pool: concurrent.futures.ThreadPoolExecutor,
+        pool_size: int,
+        *,
+        cancel_grace: float = 5.0,
+        backend: object | None = None,
+        max_result_bytes: int = MAX_RESULT_BYTES,
     ) -> None:
+        self._backend = backend
+        """The store `ctx.step` and `ctx.checkpoint` write to (None: they keep values in memory)."""
+        self._max_result_bytes = max_result_bytes
         self._pool = pool
         self._pool_size = pool_size
         self._permits = asyncio.Semaphore(pool_size)
@@ -120,11 +134,23 @@ class Executor:
     ) -> Outcome:
         definition = run.definition
         assert definition is not None
+        if run.job.version != definition.version:
+            refused = bring_to_version(run, definition)
+            if refused is not None:
+                return refused
         job = run.job
         try:
             args = validated_arguments(definition, job.args)
         except Exception as exc:
             return Outcome(ok=False, error=exc)
+        steps = JobSteps(
+            backend=self._backend,
+            job_id=job.id,
+            worker_id=worker_id,
+            steps=job.steps,
+            checkpoint=job.checkpoint,
+            max_bytes=self._max_result_bytes,
+        )
         context = JobContext(
             job_id=job.id,
             job_name=job.job_name,
@@ -135,6 +161,7 @@ class Executor:
             scheduled_at=job.scheduled_at,
             created_at=job.created_at,
             _cancel=run.cancel_signal(),
+            _steps=steps,
         )
         if definition.context_param is not None:
             args[definition.context_param] = context
@@ -166,9 +193,15 @@ class Executor:
 
     async def call_async(self, run: JobRun, args: Mapping[str, Any], timeout: float | None) -> Outcome:
         assert run.definition is not None
+        if run.job.version != run.definition.version:  # a plain job's row of another version
+            refused = bring_to_version(run, run.definition)
+            if refused is not None:
+                return refused
+            args = run.job.args
         if run.cancel_reached:
             return CANCELLED_BEFORE_START
         run.phase = RunPhase.RUNNING_ASYNC
+        run.handler_started = True
         try:
             coro = run.definition.func(**args)
         except Exception as exc:
@@ -249,6 +282,11 @@ class Executor:
 
     async def call_sync(self, run: JobRun, args: Mapping[str, Any], timeout: float | None) -> Outcome:
         assert run.definition is not None
+        if run.job.version != run.definition.version:  # a plain job's row of another version
+            refused = bring_to_version(run, run.definition)
+            if refused is not None:
+                return refused
+            args = run.job.args
         run.phase = RunPhase.WAITING_PERMIT
         loop = asyncio.get_running_loop()
         began = loop.time()
@@ -271,6 +309,7 @@ class Executor:
             self._permits.release()
             raise
         started = time.monotonic()
+        run.handler_started = True
         run.phase = RunPhase.RUNNING_SYNC
         run.thread_future = future
         self.live_threads.add(future)
@@ -345,6 +384,56 @@ class Executor:
     async def wait_threads_changed(self) -> None:
         self._threads_changed.clear()
         await self._threads_changed.wait()
+
+
+REASON_NEWER_VERSION = "newer_version"
+"""Nack reason of a row enqueued by a newer version of the job than this worker runs."""
+
+
+def bring_to_version(run: JobRun, definition: JobDefinition) -> Outcome | None:
+    """Upgrade an older row's arguments through the job's chain (`run.job` then carries them and
+    the worker's version); None when the run can go on, else the outcome that ends it: a row
+    newer than this worker's code is handed back, one no chain reaches or whose upgrade fails
+    is dead-lettered (`NoUpgradePathError`, `UpgradeFailedError`)."""
+    job = run.job
+    have, want = job.version, definition.version
+    if have > want:
+        return Outcome(
+            ok=False,
+            hand_back=(
+                f"job {job.id} ({job.job_name}) was enqueued by version {have} of the job, newer than the version "
+                f"{want} this worker runs; handed back untouched for a worker that has that code (this backend "
+                "does not keep newer rows from older workers)"
+            ),
+            hand_back_reason=REASON_NEWER_VERSION,
+        )
+    upgrades = definition.upgrades
+    if have not in upgrades:
+        listed = ", ".join(f"{old}->{old + 1}" for old in sorted(upgrades)) or "none"
+        error = NoUpgradePathError(
+            f"job {job.id} ({job.job_name}) is a version-{have} row and this worker runs version {want}, but no "
+            f"upgrade chain starts at version {have} (upgrades: {listed}); add upgrades={{{have}: fn, ...}} to "
+            "@app.job, or replay the job with arguments of the new shape"
+        )
+        return Outcome(ok=False, error=error)
+    args: Any = dict(job.args)
+    for old in range(have, want):
+        step = f"upgrade {old}->{old + 1} of job {job.job_name!r} (row {job.id})"
+        try:
+            upgraded: Any = upgrades[old](dict(args))
+        except Exception as exc:
+            failed = UpgradeFailedError(f"{step} raised {type(exc).__name__}: {exc}")
+            failed.__cause__ = exc
+            return Outcome(ok=False, error=failed)
+        if not isinstance(upgraded, dict):
+            problem = f"{step} returned {type(upgraded).__name__}, not a dict of arguments"
+            return Outcome(ok=False, error=UpgradeFailedError(problem))
+        try:
+            args = loads(json.dumps(upgraded, ensure_ascii=False, allow_nan=False))
+        except (TypeError, ValueError, RecursionError) as exc:
+            return Outcome(ok=False, error=UpgradeFailedError(f"{step} returned arguments that are not JSON: {exc}"))
+    run.job = dataclasses.replace(job, args=args, version=want)
+    return None
 
 
 def run_timeout(run: JobRun) -> float:

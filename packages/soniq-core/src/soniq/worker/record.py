@@ -83,6 +83,7 @@ class StateRecord:
             "unsettled": sorted(unsettled | set(summary.unreleased_job_ids)),
             "stuck": list(summary.stuck_job_ids),
             "lost_threads": list(summary.lost_thread_job_ids),
+            "nack_limit": list(summary.nack_limit_job_ids),
             "processed": summary.processed,
             "drained": WorkerState.FORCE_TIMEOUT_PATH.value not in {p["state"] for p in self.path} and not waited,
         }

@@ -26,7 +26,14 @@ from soniq import features
 from soniq.backend import QueueStore
 from soniq.errors import Permanent
 from soniq.outcomes import JobOutcome
-from soniq.params import DeadLetterJobParams, FinishCancelParams, GetJobParams, RetryJobParams, SnoozeJobParams
+from soniq.params import (
+    DeadLetterJobParams,
+    FinishCancelParams,
+    GetJobParams,
+    NackJobParams,
+    RetryJobParams,
+    SnoozeJobParams,
+)
 from soniq.records import DeadLetterReason, JobRecord, JobStatus
 from soniq.redaction import redact_text
 from soniq.retry import JobRetryDelays, RetryPolicy, bounded_delay
@@ -167,6 +174,8 @@ class Settler:
     async def settle(self, run: JobRun, outcome: Outcome, *, give_up_at: Deadline) -> Settled:
         """Write the outcome of a handler call and say how it went."""
         job = run.job
+        if outcome.hand_back is not None:
+            return await self.hand_back(run, outcome.hand_back, outcome.hand_back_reason, give_up_at=give_up_at)
         if outcome.ok:
             try:
                 result = check_result(outcome.result, max_bytes=self._max_result_bytes)
@@ -297,6 +306,19 @@ class Settler:
             self._refused,
         )
         return Settled(JobOutcome.UNWRITTEN, text, reason)
+
+    async def hand_back(self, run: JobRun, warning: str, reason: str | None, *, give_up_at: Deadline) -> Settled:
+        """Give a row whose handler never started back untouched (a nack, attempts kept), logging `warning`."""
+        job = run.job
+        params = NackJobParams(job_id=job.id, worker_id=self._worker_id)
+        ok, written = await self._write(
+            f"nack of job {job.id}", functools.partial(self._backend.nack_job, params), give_up_at
+        )
+        if not ok:
+            logger.error("job %s (%s): the store refused the nack (%s)", job.id, job.job_name, self._refused)
+            return Settled(JobOutcome.UNWRITTEN, warning, reason)
+        logger.warning("%s", warning)
+        return Settled(self._named(JobOutcome.NACKED, written, run), warning, reason)
 
     async def cancelled(self, run: JobRun, message: str, *, give_up_at: Deadline) -> Settled:
         """A cancel request stopped the run: the row ends `cancelled` with `message`, attempts untouched

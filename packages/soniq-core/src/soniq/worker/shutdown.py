@@ -20,8 +20,9 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from soniq.observers import ShutdownInfo, ShutdownNotice, nack_event
-from soniq.outcomes import HandlerKind
-from soniq.params import NackJobParams
+from soniq.outcomes import HandlerKind, JobOutcome
+from soniq.params import DeadLetterJobParams, NackJobParams
+from soniq.records import DeadLetterReason
 from soniq.worker._runs import CANCELLABLE_PHASES, JobRun
 from soniq.worker.executor import CANCEL_UNWIND_SECONDS
 from soniq.worker.state import RunPhase, WorkerState
@@ -47,6 +48,8 @@ REASON_SECOND_SIGNAL = "second_signal"
 REASON_CANCELLED = "cancelled"
 """Nack reason when the task running the worker was cancelled (a FastAPI lifespan ending)."""
 REASON_PREFETCH_RELEASE = "prefetch_release"
+REASON_NACK_LIMIT = DeadLetterReason.NACK_LIMIT.value
+"""Dead-letter reason (and job-end reason) of a row shutdowns kept cutting off (`max_shutdown_nacks`)."""
 FORCE_NACK_REASONS = frozenset({REASON_SHUTDOWN_TIMEOUT, REASON_SECOND_SIGNAL, REASON_CANCELLED})
 DRAIN_LOG_SECONDS = 5.0
 """A draining worker says what it still waits for this often."""
@@ -314,14 +317,19 @@ class ShutdownSequence:
         await self._stop(reason="sync threads returned")
 
     async def _nack(self, run: JobRun, reason: str) -> bool:
+        """Hand the row back (attempts kept). A row whose handler had started counts one more
+        shutdown nack; one already cut off `max_shutdown_nacks` times is dead-lettered instead."""
         host = self.host
         job = run.job
+        started = run.handler_started
+        limit = self.settings.max_shutdown_nacks
+        if started and job.shutdown_nacks >= limit:
+            return await self._dead_letter_at_limit(run, reason, limit)
         error: str | None = None
         sent_at = time.time()
+        params = NackJobParams(job_id=job.id, worker_id=host.worker_id, handler_started=started)
         try:
-            written = await asyncio.wait_for(
-                host.backend.nack_job(NackJobParams(job_id=job.id, worker_id=host.worker_id)), NACK_WRITE_SECONDS
-            )
+            written = await asyncio.wait_for(host.backend.nack_job(params), NACK_WRITE_SECONDS)
         except Exception as exc:
             written = False
             error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -330,7 +338,12 @@ class ShutdownSequence:
             if reason in FORCE_NACK_REASONS:
                 host.summary.nacked_job_ids.append(job.id)
             logger.warning(
-                "job %s (%s) nack'd back to queued: %s (attempts stay %d)", job.id, job.job_name, reason, job.attempts
+                "job %s (%s) nack'd back to queued: %s (attempts stay %d%s)",
+                job.id,
+                job.job_name,
+                reason,
+                job.attempts,
+                f"; shutdown {job.shutdown_nacks + 1} of {limit} to cut off its started handler" if started else "",
             )
         else:
             logger.error(
@@ -345,3 +358,58 @@ class ShutdownSequence:
         )
         run.report_nack(bool(written))
         return bool(written)
+
+    async def _dead_letter_at_limit(self, run: JobRun, reason: str, limit: int) -> bool:
+        """The row's handler was cut off by `limit` shutdowns already: dead-letter it (fenced, reason
+        ``nack_limit``) rather than hand it back for ever; True when written."""
+        host = self.host
+        job = run.job
+        text = (
+            f"handed back by {job.shutdown_nacks} shutdowns after its handler started, without finishing "
+            f"(max_shutdown_nacks={limit}); set job_timeout or make the job resumable with ctx.step"
+        )
+        params = DeadLetterJobParams(job_id=job.id, worker_id=host.worker_id, error=text, reason=REASON_NACK_LIMIT)
+        error: str | None = None
+        try:
+            written = bool(await asyncio.wait_for(host.backend.dead_letter_job(params), NACK_WRITE_SECONDS))
+        except Exception as exc:
+            written = False
+            error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if written:
+            host.summary.nack_limit_job_ids.append(job.id)
+            logger.warning(
+                "job %s (%s) moved to the dead-letter table (%s) instead of a %s nack: %s",
+                job.id,
+                job.job_name,
+                REASON_NACK_LIMIT,
+                reason,
+                text,
+            )
+        else:
+            logger.error(
+                "job %s (%s): dead letter at the nack limit not written (%s); stale recovery will requeue it",
+                job.id,
+                job.job_name,
+                error or "the row was no longer ours",
+            )
+        host.bus.shutdown_notice(
+            ShutdownNotice(
+                worker_id=host.worker_id,
+                state=WorkerState.FORCE_TIMEOUT_PATH,
+                name=REASON_NACK_LIMIT,
+                at=time.time(),
+                fields={
+                    "job_id": job.id,
+                    "job_name": job.job_name,
+                    "queue": job.queue,
+                    "shutdown_nacks": job.shutdown_nacks,
+                    "max_shutdown_nacks": limit,
+                    "trigger": reason,
+                    "written": written,
+                    "error": error,
+                },
+            )
+        )
+        run.nack_reason = REASON_NACK_LIMIT
+        run.report_nack(written, JobOutcome.DEAD_LETTER)
+        return written

@@ -24,6 +24,9 @@ class WorkerSummary:
     """Async handlers that would not stop after cancellation, left running in the background."""
     lost_thread_job_ids: list[str] = field(default_factory=list)
     """Sync handlers whose thread overran the job's deadline (the thread kept its pool permit)."""
+    nack_limit_job_ids: list[str] = field(default_factory=list)
+    """Rows whose started handler shutdowns had already cut off `max_shutdown_nacks` times: moved to the
+    dead-letter table (reason ``nack_limit``) instead of being nack'd once more."""
     long_held_job_ids: list[str] = field(default_factory=list)
     """Runs logged for holding a slot past their deadline, or long without one."""
     trigger: str | None = None

@@ -25,13 +25,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from soniq import log_escape
-from soniq.backend import CancelChannel, QueueStore, has_role
+from soniq.backend import CancelChannel, QueueStore, VersionedJobs, has_role
 from soniq.observers import ShutdownInfo, TransitionEvent, WorkerStartedEvent
 from soniq.params import PrepareWorkerParams, RegisterWorkerParams
 from soniq.records import WorkerInfo
 from soniq.scheduling.duties import FleetDuties
 from soniq.speedups import ORJSON, running_loop_name
-from soniq.worker._dispatch import DispatchContext, Dispatcher
+from soniq.worker._dispatch import DispatchContext, Dispatcher, job_versions
 from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
 from soniq.worker.cancel_watch import CancelWatcher, watched_store
@@ -190,6 +190,8 @@ class Worker:
             context.sync_pool,
             settings.sync_handler_pool_size,
             cancel_grace=settings.cancel_grace_seconds,
+            backend=self.backend,
+            max_result_bytes=settings.max_result_bytes,
         )
         dispatch_context = DispatchContext(
             worker_id=self.worker_id,
@@ -354,6 +356,7 @@ class Worker:
             queues=self.queues,
             concurrency=self.concurrency,
             job_names=tuple(self.context.registry.names()),
+            job_versions=job_versions(self.context.registry) if has_role(self.backend, VersionedJobs) else None,
         )
 
     @property

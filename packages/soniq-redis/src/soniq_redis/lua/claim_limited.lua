@@ -3,7 +3,8 @@
 -- keeps its place, unwritten) so that rows of other groups behind it are still claimed.
 -- One script, so the check and the claim are atomic against every other claim.
 -- ARGV: prefix, processing-status, worker_id, limit, mark_started ('1'/'0'),
--- name count (-1 = any name), job names..., limit count, then per limit: scope
+-- name count (-1 = any name), job names..., excluded queues and max versions (see
+-- claim_arguments in common.lua), limit count, then per limit: scope
 -- ('queue' | 'job'), name, max_concurrent ('' = none), rate_limit ('' = none),
 -- rate period (microseconds), partitioned ('1'/'0'); then every-queue ('1'/'0'), queue names...
 --
@@ -38,7 +39,8 @@ for j = 1, tonumber(ARGV[lpos]) do
     limits[j].source = P .. 'pj:' .. limits[j].name
   end
 end
-local queues = claim_queues(lpos + 1 + #limits * 6)
+local queues = claim_queues(lpos + 1 + #limits * 6, claim.excluded)
+local versions = claim.versions
 local now = now_us()
 local stamp = int(now)
 
@@ -152,10 +154,15 @@ local function head(i)
     local member = redis.call('ZRANGE', rk, offset[i], offset[i])[1]
     if member == nil then return nil end
     local id = string.sub(member, MEMBER_ID_OFFSET)
-    local f = redis.call('HMGET', job_key(id), 'status', 'rk', 'job_name', 'limit_key')
+    local f
+    if versions == nil then
+      f = redis.call('HMGET', job_key(id), 'status', 'rk', 'job_name', 'limit_key')
+    else
+      f = redis.call('HMGET', job_key(id), 'status', 'rk', 'job_name', 'limit_key', 'version')
+    end
     if f[1] ~= 'queued' or f[2] ~= member then
       redis.call('ZREM', rk, member)
-    elseif names ~= nil and not names[f[3]] then
+    elseif (names ~= nil or versions ~= nil) and passed_over(claim, f[3], f[5]) then
       offset[i] = offset[i] + 1
     else
       return {member, f[3], f[4]}

@@ -190,7 +190,7 @@ end
 local function move_to_dead(id, error_text, reason, now)
   local k = job_key(id)
   local f = redis.call('HMGET', k, 'job_name', 'args', 'queue', 'attempts', 'max_attempts',
-    'priority', 'status', 'worker_id', 'last_error', 'watched', 'dedup_key', 'dependents')
+    'priority', 'status', 'worker_id', 'last_error', 'watched', 'dedup_key', 'dependents', 'version')
   if not error_text then error_text = f[9] end
   local queue = f[3]
   unschedule(id, queue)
@@ -206,6 +206,9 @@ local function move_to_dead(id, error_text, reason, now)
     'attempts', f[4], 'max_attempts', f[5], 'priority', f[6],
     'dead_letter_reason', reason, 'moved_to_dead_letter_at', int(now), 'resurrection_count', '0')
   if error_text then redis.call('HSET', dk, 'last_error', error_text) end
+  -- Kept (not shown in the dead-letter record) so that a replay runs the row's version again;
+  -- its steps and checkpoint are not carried: a replayed job starts afresh.
+  if f[13] then redis.call('HSET', dk, 'version', f[13]) end
   redis.call('ZADD', P .. 'dl', int(now), id)
   redis.call('ZADD', P .. 'dlq:' .. queue, int(now), id)
   settle(id, 'dead-lettered', now, f[12])
@@ -283,7 +286,10 @@ end
 
 -- The arguments every claim script starts with: ARGV[2] the processing status, [3] the
 -- worker id, [4] the limit, [5] mark_started ('1'/'0'), [6] the name count (-1 = any
--- name), then the job names. Returns them and the ARGV position that follows them.
+-- name), then the job names; then the count of excluded (paused) queues and their names;
+-- then the max-versions count m (0 = none), a shared maximum ('' = one per name) and
+-- either m names (all under the shared maximum) or m name/maximum pairs. Returns them
+-- and the ARGV position that follows them.
 local function claim_arguments()
   local claim = {target = ARGV[2], worker = ARGV[3], limit = tonumber(ARGV[4]), mark = ARGV[5] == '1'}
   check_status(claim.target)
@@ -292,13 +298,53 @@ local function claim_arguments()
     claim.names = {}
     for i = 7, 6 + count do claim.names[ARGV[i]] = true end
   end
-  return claim, 7 + math.max(count, 0)
+  local pos = 7 + math.max(count, 0)
+  local excluded = tonumber(ARGV[pos])
+  if excluded > 0 then
+    claim.excluded = {}
+    for i = pos + 1, pos + excluded do claim.excluded[ARGV[i]] = true end
+  end
+  pos = pos + 1 + excluded
+  local versioned, shared = tonumber(ARGV[pos]), ARGV[pos + 1]
+  pos = pos + 2
+  if versioned > 0 then
+    claim.versions = {}
+    if shared ~= '' then
+      local max = tonumber(shared)
+      for i = pos, pos + versioned - 1 do claim.versions[ARGV[i]] = max end
+      pos = pos + versioned
+    else
+      for i = pos, pos + 2 * versioned - 1, 2 do claim.versions[ARGV[i]] = tonumber(ARGV[i + 1]) end
+      pos = pos + 2 * versioned
+    end
+  end
+  return claim, pos
 end
 
--- The queues a claim reads, from ARGV[pos] on: '1' means every queue, '0' the names after it.
-local function claim_queues(pos)
-  if ARGV[pos] == '1' then return redis.call('SMEMBERS', P .. 'queues') end
+-- Whether a claim passes over a queued row of `job_name` stored at `version` (nil: 1):
+-- a name the claim does not run, or a version newer than the claim's maximum for it.
+local function passed_over(claim, job_name, version)
+  if claim.names ~= nil and not claim.names[job_name] then return true end
+  if claim.versions ~= nil then
+    local max = claim.versions[job_name]
+    if max ~= nil and tonumber(version or '1') > max then return true end
+  end
+  return false
+end
+
+-- The queues a claim reads, from ARGV[pos] on: '1' means every queue, '0' the names after
+-- it; less the claim's excluded (paused) queues, whose rows are neither claimed nor promoted.
+local function claim_queues(pos, excluded)
   local queues = {}
-  for i = pos + 1, #ARGV do queues[#queues + 1] = ARGV[i] end
-  return queues
+  if ARGV[pos] == '1' then
+    queues = redis.call('SMEMBERS', P .. 'queues')
+  else
+    for i = pos + 1, #ARGV do queues[#queues + 1] = ARGV[i] end
+  end
+  if excluded == nil then return queues end
+  local kept = {}
+  for _, queue in ipairs(queues) do
+    if not excluded[queue] then kept[#kept + 1] = queue end
+  end
+  return kept
 end

@@ -1,7 +1,7 @@
 -- Insert a batch of jobs, all or none.
 -- ARGV: prefix, queued-status, count, then per job: id, job_name, args, queue, priority,
 -- scheduled_at, max_attempts, trace_context ('' = none), dedup_key ('' = none),
--- producer_id ('' = none), then the count e of protocol-4 extras that follow: 0 for a
+-- producer_id ('' = none), version, then the count e of protocol-4 extras that follow: 0 for a
 -- job with none of them (policy cancel, no limit key, no dependencies), else
 -- dependency_policy, has-limit-key ('1'/'0'), limit_key, depends_on as JSON, and the
 -- e - 4 dependency ids.
@@ -13,15 +13,15 @@ local status = ARGV[2]
 check_status(status)
 local count = tonumber(ARGV[3])
 -- A job's first dependency id is at base + DEPS. NONE is never written to.
-local DEPS = 15
+local DEPS = 16
 local NONE = {}
 local bases, ndeps_at = {}, {}
 local pos = 4
 for i = 1, count do
-  local extra = tonumber(ARGV[pos + 10])
+  local extra = tonumber(ARGV[pos + 11])
   bases[i] = pos
   ndeps_at[i] = math.max(extra - 4, 0)
-  pos = pos + 11 + extra
+  pos = pos + 12 + extra
 end
 local function holder_of(key)
   local held = redis.call('GET', P .. 'dedup:' .. key)
@@ -74,13 +74,14 @@ for i = 1, count do
     local k = job_key(id)
     redis.call('HSET', k, 'id', id, 'job_name', ARGV[base + 1], 'args', ARGV[base + 2],
       'queue', queue, 'priority', priority, 'scheduled_at', scheduled_at,
-      'max_attempts', ARGV[base + 6], 'attempts', '0', 'created_at', stamp, 'updated_at', stamp)
+      'max_attempts', ARGV[base + 6], 'attempts', '0', 'created_at', stamp, 'updated_at', stamp,
+      'shutdown_nacks', '0', 'version', ARGV[base + 10], 'steps', '{}')
     if ARGV[base + 7] ~= '' then redis.call('HSET', k, 'trace_context', ARGV[base + 7]) end
     if ARGV[base + 9] ~= '' then redis.call('HSET', k, 'producer_id', ARGV[base + 9]) end
     local policy, ndeps = 'cancel', ndeps_at[i]
-    if ARGV[base + 10] ~= '0' then
-      policy = ARGV[base + 11]
-      if ARGV[base + 12] == '1' then redis.call('HSET', k, 'limit_key', ARGV[base + 13]) end
+    if ARGV[base + 11] ~= '0' then
+      policy = ARGV[base + 12]
+      if ARGV[base + 13] == '1' then redis.call('HSET', k, 'limit_key', ARGV[base + 14]) end
     end
     if policy ~= 'cancel' or ndeps > 0 then redis.call('HSET', k, 'dependency_policy', policy) end
     -- Each dependency as it stands now: done resolves, cancelled or dead-lettered fails,
@@ -102,7 +103,7 @@ for i = 1, count do
         pending[#pending + 1] = dep
       end
     end
-    if ndeps > 0 then redis.call('HSET', k, 'depends_on', ARGV[base + 14]) end
+    if ndeps > 0 then redis.call('HSET', k, 'depends_on', ARGV[base + 15]) end
     redis.call('ZADD', P .. 'all', stamp, id)
     redis.call('ZADD', P .. 'q:' .. queue, stamp, id)
     redis.call('SADD', P .. 'queues', queue)

@@ -3,7 +3,7 @@
 local status, id, new_id, scheduled_at = ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 check_status(status)
 local dk = dead_key(id)
-local f = redis.call('HMGET', dk, 'job_name', 'args', 'queue', 'priority', 'max_attempts')
+local f = redis.call('HMGET', dk, 'job_name', 'args', 'queue', 'priority', 'max_attempts', 'version')
 if not f[1] then return false end
 if redis.call('EXISTS', job_key(new_id)) == 1 then
   error({err = 'SONIQ_DUPLICATE the new job id already exists'})
@@ -17,7 +17,7 @@ if ARGV[8] and ARGV[8] ~= '' then f[5] = ARGV[8] end
 local attempts = ARGV[9] or '0'
 redis.call('HSET', job_key(new_id), 'id', new_id, 'job_name', f[1], 'args', f[2], 'queue', queue,
   'priority', f[4], 'scheduled_at', scheduled_at, 'max_attempts', f[5], 'attempts', attempts,
-  'created_at', stamp, 'updated_at', stamp)
+  'created_at', stamp, 'updated_at', stamp, 'shutdown_nacks', '0', 'version', f[6] or '1', 'steps', '{}')
 transition(new_id, queue, stamp, nil, status)
 redis.call('ZADD', P .. 'all', stamp, new_id)
 redis.call('ZADD', P .. 'q:' .. queue, stamp, new_id)

@@ -1,6 +1,7 @@
 -- Retry, snooze and nack: a claimed row goes back to queued. Fenced.
 -- ARGV: prefix, mode ('retry' | 'snooze' | 'nack'), job_id, worker_id,
--- scheduled_at (ignored by nack, which uses now), error (retry only).
+-- scheduled_at (nack: '1' when the handler had started, which adds one to shutdown_nacks,
+-- else ''; nack schedules at now), error (retry only). Steps and checkpoint are kept.
 local mode, id, worker = ARGV[2], ARGV[3], ARGV[4]
 if not owned(id, worker) then return 0 end
 local now = now_us()
@@ -13,6 +14,7 @@ elseif mode == 'snooze' then
   requeue(id, ARGV[5], now)
 elseif mode == 'nack' then
   -- The seed's field set: status, worker_id, updated_at, scheduled_at = now.
+  if ARGV[5] == '1' then redis.call('HINCRBY', k, 'shutdown_nacks', 1) end
   requeue(id, int(now), now)
 else
   error({err = 'SONIQ_MODE unknown requeue mode'})

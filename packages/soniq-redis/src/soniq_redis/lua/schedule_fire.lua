@@ -1,7 +1,7 @@
 -- Advance a schedule and insert its jobs, fenced on the next_run the caller read.
 -- ARGV: prefix, queued-status, name, expected next_run, new next_run, fired_at, count,
 -- then per job (as enqueue.lua): id, job_name, args, queue, priority, scheduled_at,
--- max_attempts, trace_context ('' = none), has-limit-key ('1'/'0'), limit_key.
+-- max_attempts, trace_context ('' = none), has-limit-key ('1'/'0'), limit_key, version.
 -- Returns the inserted ids, or false (nil) with nothing written when the fence fails:
 -- the script runs alone, so of all callers holding one expected next_run only the first fires.
 local status, name = ARGV[2], ARGV[3]
@@ -10,7 +10,7 @@ local k = P .. 'schedule:' .. name
 local current = redis.call('HMGET', k, 'next_run', 'paused')
 if not current[1] or current[1] ~= ARGV[4] or current[2] == '1' then return false end
 local count = tonumber(ARGV[7])
-local width, first = 10, 8
+local width, first = 11, 8
 local ids = {}
 -- Every check runs before the first write: Redis does not roll a script back.
 local seen = {}
@@ -31,7 +31,8 @@ for i = 0, count - 1 do
   local jk = job_key(id)
   redis.call('HSET', jk, 'id', id, 'job_name', ARGV[base + 1], 'args', ARGV[base + 2],
     'queue', queue, 'priority', priority, 'scheduled_at', scheduled_at,
-    'max_attempts', ARGV[base + 6], 'attempts', '0', 'created_at', stamp, 'updated_at', stamp)
+    'max_attempts', ARGV[base + 6], 'attempts', '0', 'created_at', stamp, 'updated_at', stamp,
+    'shutdown_nacks', '0', 'version', ARGV[base + 10], 'steps', '{}')
   if ARGV[base + 7] ~= '' then redis.call('HSET', jk, 'trace_context', ARGV[base + 7]) end
   if ARGV[base + 8] == '1' then redis.call('HSET', jk, 'limit_key', ARGV[base + 9]) end
   transition(id, queue, stamp, nil, status)
