@@ -20,6 +20,7 @@ from soniq.params import (
     AcquireLeaseParams,
     ClaimJobsParams,
     DeadLetterPageParams,
+    DeleteJobParams,
     EnqueueJobsParams,
     FindStaleJobsParams,
     FireScheduleParams,
@@ -33,6 +34,7 @@ from soniq.params import (
     RescueAction,
     RescueJobsParams,
     SaveCheckpointParams,
+    SaveProgressParams,
     SaveStepParams,
     WaitForJobChangesParams,
 )
@@ -465,3 +467,47 @@ class ShutdownNacksNotCounted(MemoryBackend):
 
     async def nack_job(self, params: NackJobParams, /) -> bool:
         return await super().nack_job(replace(params, handler_started=False))
+
+
+# -- progress and job logs -------------------------------------------------------------------
+
+
+class ProgressWritesUnfenced(MemoryBackend):
+    """`save_progress` writes any row it finds, whoever asks and whatever the row's status."""
+
+    async def save_progress(self, params: SaveProgressParams, /) -> bool:
+        with self._store.lock:
+            row = self._store.jobs.get(params.job_id)
+            if row is None:
+                return False
+            self._store.put_job(replace(row, progress=json.loads(params.progress_json)))
+            return True
+
+
+class _LogDroppingStore(MemoryStore):
+    """A memory store whose dead-letter rows never carry the job's logs."""
+
+    def move_to_dead_letter(self, row: JobRecord, *, error: str | None, reason: str) -> None:
+        super().move_to_dead_letter(row, error=error, reason=reason)
+        self.dead_logs.pop(row.id, None)
+
+
+class DeadLetterMoveDropsLogs(MemoryBackend):
+    """Moves rows to the dead-letter table (every path: `dead_letter_job`, rescues,
+    `expire_unknown_jobs`) without their logs, as an INSERT that lists the old columns would."""
+
+    def __init__(self, *, name: str | None = None, namespace: str | None = None) -> None:
+        super().__init__(name=None, namespace=namespace)
+        self._store = _LogDroppingStore()
+
+
+class DeleteLeavesLogsBehind(MemoryBackend):
+    """`delete_job` deletes the row but not its logs: a new row under the same id inherits them."""
+
+    async def delete_job(self, params: DeleteJobParams, /) -> bool:
+        with self._store.lock:
+            logs = self._store.job_logs.get(params.job_id)
+            deleted = await super().delete_job(params)
+            if logs is not None:
+                self._store.job_logs[params.job_id] = logs
+            return deleted

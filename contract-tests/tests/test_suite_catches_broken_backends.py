@@ -344,3 +344,42 @@ def test_suite_catches_shutdown_nacks_that_are_not_counted(pytester: pytest.Pyte
         "test_only_a_shutdown_nack_changes_shutdown_nacks",
     } <= set(outcomes["failed"])
     assert "test_a_new_row_has_no_shutdown_nacks" in outcomes["passed"]
+
+
+# -- progress and job logs -------------------------------------------------------------------
+
+
+def test_suite_catches_unfenced_progress_writes(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "ProgressWritesUnfenced", "-k", "progress")
+    assert {
+        "test_another_worker_writes_no_progress",
+        "test_progress_is_not_written_to_a_row_that_is_not_processing",
+        "test_the_claim_after_a_nack_returns_the_progress_and_the_fence_follows_the_owner",
+    } <= set(outcomes["failed"])
+    assert {
+        "test_progress_values_round_trip",
+        "test_completion_keeps_the_progress",
+        "test_a_replayed_dead_letter_starts_without_progress",
+    } <= set(outcomes["passed"])
+
+
+def test_suite_catches_a_dead_letter_move_that_drops_the_logs(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "DeadLetterMoveDropsLogs", "-k", "logs or log_texts")
+    assert {
+        "test_dead_letter_job_carries_the_logs",
+        "test_a_dead_letter_rescue_carries_the_logs",
+        "test_expire_unknown_jobs_carries_the_logs",
+        "test_a_replay_starts_without_logs_or_progress",
+    } <= set(outcomes["failed"])
+    assert "the dead-letter row after dead_letter_job" in outcomes["failed"]["test_dead_letter_job_carries_the_logs"]
+    assert {
+        "test_log_texts_round_trip_exactly",
+        "test_logs_are_kept_through_nack_retry_snooze_and_completion",
+        "test_get_job_logs_is_none_without_logs",
+    } <= set(outcomes["passed"])
+
+
+def test_suite_catches_a_delete_that_leaves_the_logs_behind(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "DeleteLeavesLogsBehind", "-k", "logs")
+    assert set(outcomes["failed"]) == {"test_deleting_a_row_deletes_its_logs"}
+    assert "a new row under a deleted row's id" in outcomes["failed"]["test_deleting_a_row_deletes_its_logs"]

@@ -89,6 +89,8 @@ MODULE_ROLES: dict[str, tuple[str, ...]] = {
     "queue_pause": ("QueuePauseStore",),
     "job_steps": ("JobStepStore",),
     "job_versions": ("VersionedJobs",),
+    "job_progress": ("JobProgressStore",),
+    "job_logs": ("JobLogStore",),
     "deploy_day": ("QueuePauseStore",),  # each test names its own below
 }
 """The roles the tests of each module under `soniq_contract_tests.suite` need, the module's own
@@ -160,6 +162,12 @@ TEST_ROLES: dict[str, tuple[str, ...]] = {
     "test_a_sigterm_mid_step_resumes_on_a_new_worker_without_rerunning_done_steps": ("JobStepStore",),
     "test_old_and_new_versions_of_a_job_share_the_fleet_during_a_deploy": ("VersionedJobs",),
     "test_a_queue_paused_for_a_deploy_holds_its_backlog_until_resumed": ("QueuePauseStore",),
+    "test_job_page_returns_the_progress": ("JobProgressStore", "OperatorReads"),
+    "test_a_replayed_dead_letter_starts_without_progress": ("JobProgressStore", "DeadLetterStore"),
+    "test_a_replay_starts_without_logs_or_progress": ("JobLogStore", "JobProgressStore", "DeadLetterStore"),
+    "test_logs_and_progress_are_written_apart": ("JobLogStore", "JobProgressStore"),
+    "test_purging_a_dead_letter_deletes_its_logs": ("JobLogStore", "DeadLetterStore"),
+    "test_pruning_deletes_the_logs": ("JobLogStore", "RetentionStore"),
 }
 """Tests that need other roles than their module's, by test name (names are unique across the
 suite: every module is a mixin of the one `BackendContractSuite` class)."""

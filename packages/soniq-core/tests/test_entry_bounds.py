@@ -228,6 +228,8 @@ BOUNDS: dict[str, tuple[float, float, dict[str, Any]]] = {
     "pool_max_size": (1, 1000, {"pool_min_size": 1}),
     "metrics_port": (1, 65535, {}),
     "loop_failure_limit": (1.0, DAY, {}),
+    "max_shutdown_nacks": (1, 1000, {}),
+    "job_log_max_bytes": (1024, 16 * 1024 * 1024, {}),
 }
 
 
@@ -320,3 +322,20 @@ def test_check_interval_has_the_poll_interval_bounds() -> None:
             assert not soniq.scheduler.running
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("given", "blamed"),
+    [
+        ({"heartbeat_interval": 30}, "heartbeat_interval"),  # the default timeout (60 s) is below 3 x 30 s
+        ({"heartbeat_timeout": 1}, "heartbeat_timeout"),
+        ({"heartbeat_interval": 30, "heartbeat_timeout": 60}, "heartbeat_timeout"),
+        ({"retry_backoff_base": 10**6}, "retry_backoff_base"),
+        ({"retry_backoff_max": 0.0001, "retry_backoff_base": 1}, "retry_backoff_max"),
+        ({"pool_max_size": 1, "pool_min_size": 5}, "pool_min_size"),
+    ],
+)
+def test_a_pair_of_settings_out_of_order_blames_the_one_given(given: dict[str, Any], blamed: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        Settings.load(given, environ={})
+    assert f"setting '{blamed}'" in str(info.value)

@@ -150,6 +150,7 @@ def test_a_handler_cut_off_by_every_shutdown_is_dead_lettered_at_the_nack_limit(
             "set job_timeout or make the job resumable with ctx.step"
         )
         assert "moved to the dead-letter table (nack_limit)" in text, text
+        assert "0 nack'd, 1 dead-lettered at the shutdown nack limit" in text, text
         assert started_count(mark) == 3
     finally:
         if kind == "postgres":

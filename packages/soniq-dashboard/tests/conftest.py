@@ -24,6 +24,8 @@ JOB_NAMES = (
     "dash_jobs.login",
     "dash_jobs.charge",
     "dash_jobs.mint",
+    "dash_jobs.report",
+    "dash_jobs.log_then_fail",
 )
 # Jobs whose retry budget a test reads: registered with the `max_retries` the worker gives them.
 RETRIED = {"dash_jobs.retry_later": 3, "dash_jobs.second_run": 2, "dash_jobs.always_fails": 1}

@@ -6,7 +6,7 @@ import asyncio
 import os
 from pathlib import Path
 
-from soniq import Soniq
+from soniq import JobContext, Soniq
 
 app = Soniq()
 
@@ -78,3 +78,33 @@ async def charge(card: str, callback: str, api_key: str, amount: int) -> None:
 async def mint(user: str) -> dict[str, str]:
     """Succeeds with a token and a URL holding a password in its result."""
     return {"user": user, "token": SECRET_TOKEN, "next": SECRET_URL}
+
+
+# What a careless or hostile handler writes into its progress message and its log.
+HOSTILE_PROGRESS = "<script>alert('progress')</script> \x1b[31mred\x1b[0m via " + SECRET_URL
+HOSTILE_LOG = "<img src=x onerror=\"alert('log')\"> \x1b[1;31mALERT\x1b[0m calling " + SECRET_URL
+MULTILINE_LOG = "first line\n  second line, indented\nthird <b>line</b>"
+
+
+@app.job(name="dash_jobs.report", max_retries=0)
+async def report(ctx: JobContext, gate: str, steps: int = 2, filler: int = 0) -> str:
+    """Logs `filler` numbered lines and two hostile records; then, for each step i, reports progress
+    i of `steps`, logs "step i of N done" and waits for the file ``<gate>.<i>`` (the test's go-ahead)."""
+    for n in range(filler):
+        ctx.logger.info("filler record %d", n)
+    ctx.logger.info(HOSTILE_LOG)
+    ctx.logger.warning(MULTILINE_LOG)
+    for i in range(1, steps + 1):
+        await ctx.progress(i, total=steps, message=f"{HOSTILE_PROGRESS} (step {i})")
+        ctx.logger.info("step %d of %d done", i, steps)
+        go_ahead = Path(f"{gate}.{i}")
+        while not go_ahead.exists():  # noqa: ASYNC110, ASYNC240 - a file is the test's signal
+            await asyncio.sleep(0.05)
+    return "reported"
+
+
+@app.job(name="dash_jobs.log_then_fail", max_retries=0)
+async def log_then_fail(ctx: JobContext) -> None:
+    """Logs a record, then dead-letters: its log moves with it."""
+    ctx.logger.error("giving up on %s", SECRET_URL)
+    raise RuntimeError("gave up")

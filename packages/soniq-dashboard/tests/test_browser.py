@@ -540,3 +540,58 @@ async def test_every_page_is_keyboard_navigable_with_a_visible_focus(
     browser.switch_to.active_element.send_keys(Keys.ENTER)
     in_browser(browser, lambda b: b.current_url.endswith("/workers"), what="the workers page")
     assert "No worker has registered" in browser.find_element(By.ID, "live").text
+
+
+async def test_a_running_jobs_progress_and_new_log_lines_appear_on_its_page_without_a_reload(
+    store: Store, producer: Soniq, browser: Any, tmp_path: Path, processes: list[Any]
+) -> None:
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+
+    d = dashboard(store, tmp_path, processes)
+    worker(store, tmp_path, processes)
+    job_id = await producer.enqueue("dash_jobs.report", gate=str(tmp_path / "gate"), steps=3)
+
+    def bar(b: Any) -> str:
+        return str(b.find_element(By.ID, "job-progress-bar").get_attribute("value"))
+
+    def count(b: Any) -> str:
+        return str(b.find_element(By.CSS_SELECTOR, ".progress-count").text)
+
+    def log_messages(b: Any) -> list[str]:
+        return [str(cell.text) for cell in b.find_elements(By.CSS_SELECTOR, "table.log td.log-message")]
+
+    # The page may open before the worker has stored anything: what it stores arrives by the live poll.
+    browser.get(d.base + f"/jobs/{job_id}")
+    mark_page(browser)
+    in_browser(browser, lambda b: bar(b) == "1" and count(b) == "1 of 3 (33.3%)", what="progress at step 1")
+    in_browser(browser, lambda b: log_messages(b)[-1:] == ["step 1 of 3 done"], what="step 1's log line")
+
+    (tmp_path / "gate.1").touch()
+    in_browser(browser, lambda b: bar(b) == "2" and count(b) == "2 of 3 (66.6%)", what="progress at step 2")
+    in_browser(browser, lambda b: log_messages(b)[-2:] == ["step 1 of 3 done", "step 2 of 3 done"], what="a new line")
+    assert same_page(browser)
+    assert "PROCESSING" in browser.find_element(By.ID, "live").text
+
+    # What the handler wrote is text: no alert, no element made from it, the password masked.
+    with pytest.raises(NoAlertPresentException):
+        _ = browser.switch_to.alert.text
+    assert browser.execute_script("return document.scripts.length") == 1
+    assert not browser.find_elements(By.CSS_SELECTOR, "main img, main b")
+    message = browser.find_element(By.CSS_SELECTOR, ".progress-message").text
+    assert message.startswith("<script>alert('progress')</script> \\x1b[31mred\\x1b[0m via https://bot:***@")
+    assert "first line\n  second line, indented\nthird <b>line</b>" in log_messages(browser)
+    assert "hunter2-pw" not in browser.page_source
+
+    # Finished: the page shows it live, then stops polling.
+    (tmp_path / "gate.2").touch()
+    (tmp_path / "gate.3").touch()
+    in_browser(browser, lambda b: "DONE" in b.find_element(By.ID, "live").text, what="the job done, live")
+    in_browser(
+        browser,
+        lambda b: b.find_element(By.ID, "live-status").text.endswith("the job has finished: live updates stopped"),
+        what="the poll stopped",
+    )
+    assert count(browser) == "3 of 3 (100%)"
+    assert log_messages(browser)[-1] == "step 3 of 3 done"
+    assert same_page(browser)

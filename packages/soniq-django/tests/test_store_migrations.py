@@ -25,7 +25,7 @@ def test_migrate_created_the_schedule_and_lease_tables_and_the_expiry_column() -
 
 
 @pytest.mark.usefixtures("soniq_db")
-def test_migrate_added_queue_pauses_job_steps_and_versions() -> None:
+def test_migrate_added_queue_pauses_job_steps_versions_progress_and_logs() -> None:
     with connection.cursor() as cursor:
         tables = set(connection.introspection.table_names(cursor))
         columns = {column.name for column in connection.introspection.get_table_description(cursor, "soniq_jobs")}
@@ -33,5 +33,5 @@ def test_migrate_added_queue_pauses_job_steps_and_versions() -> None:
             column.name for column in connection.introspection.get_table_description(cursor, "soniq_dead_letter_jobs")
         }
     assert "soniq_paused_queues" in tables
-    assert {"version", "steps", "checkpoint", "shutdown_nacks"} <= columns
-    assert "version" in dead_letter
+    assert {"version", "steps", "checkpoint", "shutdown_nacks", "progress", "logs"} <= columns
+    assert {"version", "logs"} <= dead_letter

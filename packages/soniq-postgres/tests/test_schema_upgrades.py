@@ -2,8 +2,8 @@
 from version 1 (through `job_names`, 2), from version 2 (worker state and dashboard indexes, 3) and from version 3,
 up to schedules, the leader lease and `expires_at` (4), dedup keys with producer ids (5), and from
 version 5 to dependencies, limits, cancel requests and watched rows (6), from version 6 to
-the claim-only indexing of queued rows (7), and from version 7 to queue pauses, job steps and
-checkpoints, job versions and shutdown nacks (8)."""
+the claim-only indexing of queued rows (7), from version 7 to queue pauses, job steps and
+checkpoints, job versions and shutdown nacks (8), and from version 8 to job progress and job logs (9)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ import pytest
 from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
+    DeadLetterJobParams,
+    GetJobLogsParams,
     GetJobParams,
     JobResult,
     NackJobParams,
@@ -23,6 +25,8 @@ from soniq.params import (
     RegisterWorkerParams,
     ReplayDeadLetterParams,
     SaveCheckpointParams,
+    SaveJobLogsParams,
+    SaveProgressParams,
     SaveStepParams,
     SetWorkerStatusParams,
 )
@@ -53,17 +57,17 @@ async def _schema_at(raw: asyncpg.Connection, namespace: str, version: int) -> s
     return quoted
 
 
-@pytest.mark.parametrize("start", [1, 2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("start", [1, 2, 3, 4, 5, 6, 7, 8])
 async def test_an_older_schema_upgrades_to_the_latest_and_keeps_its_workers(
     start: int, make_backend: Callable[..., Awaitable[PostgresBackend]], raw: asyncpg.Connection, namespace: str
 ) -> None:
-    assert LATEST_VERSION == 8
+    assert LATEST_VERSION == 9
     quoted = await _schema_at(raw, namespace, start)
 
     backend = await make_backend()
 
     versions = await raw.fetch(f"SELECT version FROM {quoted}.soniq_migrations ORDER BY version")
-    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
     (old,) = await backend.list_workers()
     assert old.id == "old"
     assert old.job_names == (None if start == 1 else ("app.old",))
@@ -111,8 +115,7 @@ async def test_rows_written_at_version_7_still_work_after_step_8(
 
     status = await backend.schema_status()
     assert status.up_to_date
-    assert status.current_version == 8
-    assert status.applied[-1].name == MIGRATIONS[-1].name
+    assert status.current_version == LATEST_VERSION
     for job_id in ("old-1", "old-running"):
         old = await backend.get_job(GetJobParams(job_id))
         assert old is not None
@@ -159,3 +162,41 @@ async def test_rows_written_at_version_7_still_work_after_step_8(
     revived = await backend.get_job(GetJobParams("revived"))
     assert revived is not None
     assert revived.version == 1
+
+
+async def test_rows_written_at_version_8_read_without_progress_or_logs_after_step_9(
+    make_backend: Callable[..., Awaitable[PostgresBackend]], raw: asyncpg.Connection, namespace: str
+) -> None:
+    """Step 9 adds nullable columns to a populated schema in place: old job and dead-letter rows
+    have no progress and no logs, and an old row takes both and carries its logs to the dead letters."""
+    quoted = await _schema_at(raw, namespace, 8)
+    await raw.execute(
+        f"INSERT INTO {quoted}.soniq_jobs (id, job_name, queue, status, worker_id, attempts, checkpoint) VALUES "
+        "('old-1', 'app.old', 'default', 'queued', NULL, 0, '[1]'), "
+        "('old-running', 'app.old', 'default', 'processing', 'old', 0, NULL)"
+    )
+    await raw.execute(
+        f"INSERT INTO {quoted}.soniq_dead_letter_jobs (id, job_name, queue, dead_letter_reason) "
+        "VALUES ('old-dead', 'app.old', 'default', 'max_retries')"
+    )
+
+    backend = await make_backend()
+
+    status = await backend.schema_status()
+    assert status.up_to_date
+    assert (status.current_version, status.applied[-1].name) == (9, "job progress and job logs")
+    for job_id in ("old-1", "old-running", "old-dead"):
+        assert await backend.get_job_logs(GetJobLogsParams(job_id)) is None
+    running = await backend.get_job(GetJobParams("old-running"))
+    assert running is not None
+    assert running.progress is None
+
+    (claimed,) = await backend.claim_jobs(ClaimJobsParams(worker_id="w", queues=None, limit=1, mark_started=True))
+    assert (claimed.id, claimed.progress, claimed.checkpoint) == ("old-1", None, [1])
+    assert await backend.save_progress(SaveProgressParams("old-1", "w", '{"done": 1, "total": 2}'))
+    assert await backend.save_job_logs(SaveJobLogsParams("old-1", "w", "[]"))
+    stored = await backend.get_job(GetJobParams("old-1"))
+    assert stored is not None
+    assert stored.progress == {"done": 1, "total": 2}
+    assert await backend.dead_letter_job(DeadLetterJobParams("old-1", "w", "boom", "max_attempts"))
+    assert await backend.get_job_logs(GetJobLogsParams("old-1")) == "[]"

@@ -82,6 +82,8 @@ async def test_capabilities() -> None:
         "QueuePauseStore",
         "JobStepStore",
         "VersionedJobs",
+        "JobProgressStore",
+        "JobLogStore",
     }
     assert caps.push_job_changes is True
 

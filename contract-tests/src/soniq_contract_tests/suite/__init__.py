@@ -56,7 +56,9 @@ from soniq_contract_tests.suite.expire_unknown import ExpireUnknownJobsContract
 from soniq_contract_tests.suite.fencing import FencingContract
 from soniq_contract_tests.suite.fleet_processes import FleetProcessContract
 from soniq_contract_tests.suite.job_changes import JobChangesContract
+from soniq_contract_tests.suite.job_logs import JobLogContract
 from soniq_contract_tests.suite.job_names import JobNamesContract
+from soniq_contract_tests.suite.job_progress import JobProgressContract
 from soniq_contract_tests.suite.job_steps import JobStepContract
 from soniq_contract_tests.suite.job_versions import VersionedJobsContract
 from soniq_contract_tests.suite.leases import LeaseContract
@@ -128,6 +130,9 @@ class BackendContractSuite(
     JobStepContract,
     VersionedJobsContract,
     DeployDayContract,
+    # -- progress and job logs
+    JobProgressContract,
+    JobLogContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

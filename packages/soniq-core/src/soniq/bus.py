@@ -19,6 +19,7 @@ from soniq.observers import (
     BaseObserver,
     EnqueueEvent,
     JobEndEvent,
+    JobProgressEvent,
     JobStartEvent,
     NackEvent,
     RecoveryEvent,
@@ -41,6 +42,7 @@ HOOKS = (
     "on_enqueue_end",
     "on_recovery",
     "on_schedule_fired",
+    "on_job_progress",
     "on_worker_started",
     "on_worker_stopped",
 )
@@ -189,6 +191,9 @@ class ObservationBus:
 
     def schedule_fired(self, event: ScheduleFiredEvent) -> None:
         self._fan_out("on_schedule_fired", event)
+
+    def job_progress(self, event: JobProgressEvent) -> None:
+        self._fan_out("on_job_progress", event)
 
     def worker_started(self, event: WorkerStartedEvent) -> None:
         self._fan_out("on_worker_started", event)

@@ -10,6 +10,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, get_type_hints
 
 if TYPE_CHECKING:
+    from soniq.job_logs import JobLogger
+    from soniq.run_reports import RunReports
     from soniq.steps import JobSteps
 
 
@@ -35,6 +37,35 @@ class JobContext:
     """Set by the worker when a cancel request reaches this run."""
     _steps: JobSteps | None = field(default=None, repr=False, compare=False)
     """This run's completed steps and checkpoint (made by the worker from the claimed row)."""
+    _reports: RunReports | None = field(default=None, repr=False, compare=False)
+    """This run's progress and log (made by the worker; in memory for a JobContext made by hand)."""
+
+    def _run_reports(self) -> RunReports:
+        reports = self._reports
+        if reports is None:
+            from soniq.run_reports import RunReports
+
+            reports = RunReports(job_id=self.job_id, job_name=self.job_name, worker_id=self.worker_id)
+            object.__setattr__(self, "_reports", reports)
+        return reports
+
+    async def progress(self, done: float, total: float | None = None, message: str | None = None) -> None:
+        """Report how far this run has got: `done` of `total` (both numbers from 0 up, `done` at most
+        `total`), with an optional short `message` (at most 1,000 characters).
+
+        Stored with the job, coalesced to at most four writes a second and written once more when
+        the run ends; read it in ``get_job(id)["progress"]`` as ``{"done", "total", "message",
+        "updated_at"}``. A bad value raises `ProgressValueError` here. Needs the backend role
+        `JobProgressStore`."""
+        self._run_reports().progress().report(done, total, message)
+
+    @property
+    def logger(self) -> JobLogger:
+        """A `logging.Logger`-compatible adapter whose records (INFO and up) are stored with the job,
+        capped by `job_log_max_bytes`, and read with ``app.get_job_logs(job_id)``; each record also
+        goes to the ``soniq.job_log`` logger. Safe to use from a plain ``def`` handler's thread.
+        Needs the backend role `JobLogStore`."""
+        return self._run_reports().logger()
 
     def _job_steps(self) -> JobSteps:
         steps = self._steps

@@ -320,6 +320,12 @@ class StepValueTooLargeError(StepValueError):
     suggestion = "store large values elsewhere and keep a reference in the step, or raise max_result_bytes"
 
 
+class ProgressValueError(SoniqError, ValueError):
+    """`ctx.progress` was given a value it cannot store: `done` or `total` not a finite number from
+    0 up, `done` above `total`, or a message that is not text of at most 1,000 characters without
+    NUL or lone surrogates. Raised in the handler, at the call; nothing is stored."""
+
+
 class JobOwnershipLostError(SoniqError, RuntimeError):
     """A step or checkpoint could not be written because this worker no longer owns the job's row
     (stale recovery or a shutdown handed it back): the handler should stop; nothing was written."""

@@ -14,6 +14,7 @@ from soniq.backend import (
     CancelChannel,
     DeadLetterStore,
     DependencyStore,
+    JobLogStore,
     LimitStore,
     OperatorReads,
     RetentionStore,
@@ -42,6 +43,8 @@ SCHEMA_MIGRATIONS = "schema migrations"
 """`app.setup_schema`, `app.schema_status` and ``soniq migrate-status``: SchemaAdmin."""
 PRUNING = "pruning finished rows"
 """The leader's deletion of rows past their retention: RetentionStore (skipped, never refused, without it)."""
+JOB_LOGS = "job logs (app.get_job_logs)"
+"""`app.get_job_logs` and the dashboard's log panel: JobLogStore."""
 DASHBOARD = "the dashboard"
 """soniq-dashboard's pages: OperatorReads and DeadLetterStore."""
 
@@ -121,3 +124,9 @@ __all__ = [
     "schedule_store",
     "schema_admin",
 ]
+
+
+def job_log_store(backend: object, feature: str = JOB_LOGS) -> JobLogStore:
+    """`backend` as a `JobLogStore`, or `MissingBackendRoleError` naming `feature`."""
+    store: JobLogStore = _required(backend, JobLogStore, feature)
+    return store

@@ -33,6 +33,7 @@ def dead_letter_job_dict(row: DeadLetterRecord) -> dict[str, Any]:
         status="dead_letter",
         result=None,
         worker_id=None,
+        progress=None,
         error_from_earlier_attempt=False,
     )
     return data

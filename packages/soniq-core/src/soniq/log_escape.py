@@ -24,6 +24,7 @@ ESCAPED_LOGGERS = (
     "soniq",
     "soniq.worker",
     "soniq.jobs",
+    "soniq.job_log",
     "soniq.scheduler",
     "soniq.leader",
     "soniq.hooks",

@@ -266,6 +266,18 @@ class WorkerStartedEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class JobProgressEvent:
+    """A running job's progress was stored (`ctx.progress`; coalesced, so at most a few a second per job)."""
+
+    worker_id: str
+    job_id: str
+    job_name: str
+    queue: str
+    progress: Mapping[str, Any]
+    """``{"done", "total", "message", "updated_at"}`` as stored (``updated_at`` ISO 8601 text)."""
+
+
+@dataclass(frozen=True, slots=True)
 class EnqueueEvent:
     job_id: str
     job_name: str
@@ -293,6 +305,8 @@ class Observer(Protocol):
     def on_recovery(self, event: RecoveryEvent) -> None: ...
 
     def on_schedule_fired(self, event: ScheduleFiredEvent) -> None: ...
+
+    def on_job_progress(self, event: JobProgressEvent) -> None: ...
 
     def on_worker_started(self, event: WorkerStartedEvent) -> None: ...
 
@@ -330,6 +344,9 @@ class BaseObserver:
     def on_schedule_fired(self, event: ScheduleFiredEvent) -> None:
         return None
 
+    def on_job_progress(self, event: JobProgressEvent) -> None:
+        return None
+
     def on_worker_started(self, event: WorkerStartedEvent) -> None:
         return None
 
@@ -364,6 +381,9 @@ class RecordingObserver(BaseObserver):
     def on_schedule_fired(self, event: ScheduleFiredEvent) -> None:
         self.events.append(event)
 
+    def on_job_progress(self, event: JobProgressEvent) -> None:
+        self.events.append(event)
+
     @property
     def transitions(self) -> list[TransitionEvent]:
         return [e for e in self.events if isinstance(e, TransitionEvent)]
@@ -388,6 +408,7 @@ __all__ = [
     "HandlerKind",
     "JobEndEvent",
     "JobOutcome",
+    "JobProgressEvent",
     "JobRecord",
     "JobStartEvent",
     "JobStatus",

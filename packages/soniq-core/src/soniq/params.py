@@ -189,6 +189,27 @@ class SaveCheckpointParams:
     """The checkpoint as JSON text, encoded and size-checked by core."""
 
 
+@dataclass(frozen=True, slots=True)
+class SaveProgressParams:
+    job_id: str
+    worker_id: str
+    progress_json: str
+    """The progress object as JSON text, built and checked by core."""
+
+
+@dataclass(frozen=True, slots=True)
+class SaveJobLogsParams:
+    job_id: str
+    worker_id: str
+    logs_json: str
+    """The job's whole log as JSON text (`soniq.backend.encode_job_logs`), trimmed by core."""
+
+
+@dataclass(frozen=True, slots=True)
+class GetJobLogsParams:
+    job_id: str
+
+
 # -- workers -----------------------------------------------------------------
 
 

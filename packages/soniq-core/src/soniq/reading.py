@@ -16,12 +16,14 @@ from typing import TYPE_CHECKING, Any
 from soniq import features
 from soniq.backend import CancelChannel, DeadLetterStore, QueueStore, has_role
 from soniq.errors import JobNotFoundError
+from soniq.job_logs import decode_job_logs
 from soniq.job_views import dead_letter_job_dict, job_dict
 from soniq.log_escape import escape_line
 from soniq.params import (
     CancelJobParams,
     DeleteJobParams,
     GetDeadLetterParams,
+    GetJobLogsParams,
     GetJobParams,
     QueueStatsParams,
     RequestCancelParams,
@@ -80,6 +82,21 @@ class Reading:
             return None
         dead = await features.dead_letter_store(backend).get_dead_letter(GetDeadLetterParams(job_id=key))
         return dead_letter_job_dict(dead) if dead is not None else None
+
+    async def get_job_logs(self, job_id: str) -> list[dict[str, Any]]:
+        """The records the job's handler wrote through `ctx.logger`, oldest first, each ``{"at",
+        "level", "message"}`` (``at`` an aware datetime, ``level`` a name such as ``"INFO"``).
+
+        Every run of the job appends to one log, kept with the job (a dead-lettered job's too)
+        and deleted with it; when it grew past `job_log_max_bytes` the first record says how many
+        were dropped. Empty for a job that logged nothing and for an id that is not stored. Needs
+        the backend role `JobLogStore`."""
+        key = lookup_id(job_id)
+        backend = await self.connected_backend()
+        store = features.job_log_store(backend)
+        if key is None:
+            return []
+        return decode_job_logs(await store.get_job_logs(GetJobLogsParams(job_id=key)))
 
     def get_job_sync(self, job_id: str) -> dict[str, Any] | None:
         """`get_job` for synchronous code; see `enqueue_sync`."""

@@ -170,6 +170,9 @@ class JobRecord:
     """Completed steps of this job id, by name (`JobStepStore`; empty elsewhere)."""
     checkpoint: Any = None
     """The last checkpoint stored for this job id (`JobStepStore`), or None."""
+    progress: Mapping[str, Any] | None = None
+    """The last progress a run of this job stored (`JobProgressStore`): the decoded JSON object
+    ``{"done", "total", "message", "updated_at"}`` (``updated_at`` an ISO 8601 string), or None."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -179,7 +182,22 @@ class JobRecord:
         data["dependency_policy"] = self.dependency_policy.value
         data["trace_context"] = dict(self.trace_context) if self.trace_context else None
         data["steps"] = dict(self.steps)
+        data["progress"] = progress_view(self.progress)
         return data
+
+
+def progress_view(stored: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A stored progress object as `get_job()["progress"]` shows it: ``updated_at`` a datetime."""
+    if stored is None:
+        return None
+    view = dict(stored)
+    stamp = view.get("updated_at")
+    if isinstance(stamp, str):
+        try:
+            view["updated_at"] = datetime.fromisoformat(stamp)
+        except ValueError:
+            pass  # shown as stored
+    return view
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,52 @@ from soniq.validation import JobOptionsError, check_job_timeout
 
 
 @dataclass(frozen=True, slots=True)
+class CallShape:
+    """What keyword arguments a signature takes, as sets: a call that names every required
+    parameter and only known ones fits, and `Signature.bind` is needed only to word an error."""
+
+    accepted: frozenset[str]
+    required: frozenset[str]
+    positional_only: frozenset[str]
+    """Names `Signature.bind` refuses as keywords even beside ``**kwargs``."""
+    any_keyword: bool
+    """The signature has ``**kwargs``: any further name fits."""
+    usable: bool
+    """False when keywords alone cannot decide (a positional-only parameter without a default)."""
+
+    @classmethod
+    def of(cls, signature: inspect.Signature) -> CallShape:
+        accepted: set[str] = set()
+        required: set[str] = set()
+        positional_only: set[str] = set()
+        any_keyword = False
+        usable = True
+        for name, parameter in signature.parameters.items():
+            kind = parameter.kind
+            if kind is parameter.VAR_KEYWORD:
+                any_keyword = True
+            elif kind is parameter.VAR_POSITIONAL:
+                continue
+            elif kind is parameter.POSITIONAL_ONLY:
+                positional_only.add(name)
+                if parameter.default is parameter.empty:
+                    usable = False
+            else:
+                accepted.add(name)
+                if parameter.default is parameter.empty:
+                    required.add(name)
+        return cls(frozenset(accepted), frozenset(required), frozenset(positional_only), any_keyword, usable)
+
+    def fits(self, kwargs: Mapping[str, Any]) -> bool:
+        if not self.usable:
+            return False
+        names = kwargs.keys()
+        if not self.required <= names or not self.positional_only.isdisjoint(names):
+            return False
+        return self.any_keyword or names <= self.accepted
+
+
+@dataclass(frozen=True, slots=True)
 class JobDefinition:
     name: str
     func: Callable[..., Any]
@@ -39,6 +85,8 @@ class JobDefinition:
     """The handler parameter annotated `JobContext`, which the worker fills in."""
     call_signature: inspect.Signature | None = field(default=None, compare=False)
     """The handler's signature without the `JobContext` parameter: enqueue binds arguments against it."""
+    call_shape: CallShape | None = field(default=None, compare=False)
+    """`call_signature` reduced to the sets enqueue checks keyword arguments against."""
     plain: bool = True
     """Nothing to do around the call (no model to check, no context to inject): a field, not a
     property, since the worker reads it for every run."""
@@ -81,6 +129,9 @@ class JobDefinition:
             return
         if self.call_signature is None:
             return
+        shape = self.call_shape
+        if shape is not None and shape.fits(kwargs):
+            return  # the common case, without building a BoundArguments (issue 29)
         parameters = self.call_signature.parameters
         expected = ", ".join(parameters) or "no arguments"
         if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
@@ -316,4 +367,5 @@ def compat_fields(func: Callable[..., Any], extra: Mapping[str, Any]) -> dict[st
     if signature is not None:
         kept = [p for n, p in signature.parameters.items() if n != fields["context_param"]]
         fields["call_signature"] = signature.replace(parameters=kept)
+        fields["call_shape"] = CallShape.of(fields["call_signature"])
     return fields

@@ -165,6 +165,8 @@ class Settings:
     max_result_bytes: int = 1_048_576
     cancel_grace_seconds: float = 5.0
     max_shutdown_nacks: int = 10
+    job_log_max_bytes: int = 65_536
+    """Bytes of stored `ctx.logger` records one job keeps (as JSON); the oldest go first, with a marker."""
     """Shutdowns that may cut off one job's started handler and hand it back (each nack'd with
     attempts kept); the next one moves it to the dead-letter table with reason ``nack_limit``."""
     # -- schedules, leader lease, pruning --
@@ -276,32 +278,52 @@ class Settings:
         for name, value in raw.items():
             parsed[name] = _PARSERS[name](name, value)
         result = replace(self, **parsed)
-        result._check_relations()
+        result._check_relations(set(parsed))
         return result
 
-    def _check_relations(self) -> None:
+    def _check_relations(self, given: set[str]) -> None:
+        """Settings that bound each other; the error names the one that was given when only one was."""
+
+        def refuse(named: str, says: str, other: str, other_says: str) -> None:
+            """`named` is to blame, unless only `other` was given."""
+            if other in given and named not in given:
+                raise SettingsError(other, other_says)
+            raise SettingsError(named, says)
+
         low, high = self.pool_min_size, self.pool_max_size
         if low is not None and high is not None and low > high:
-            raise SettingsError(
-                "pool_min_size", f"must be at most pool_max_size ({self.pool_max_size}), got {self.pool_min_size}"
+            refuse(
+                "pool_min_size",
+                f"must be at most pool_max_size ({high}), got {low}",
+                "pool_max_size",
+                f"must be at least pool_min_size ({low}), got {high}",
             )
         # Below three beats a worker busy for one slow sweep can look stale to itself and its peers.
-        if self.heartbeat_timeout < HEARTBEAT_TIMEOUT_FACTOR * self.heartbeat_interval - 1e-9:  # 0.3 vs 3 x 0.1
-            raise SettingsError(
+        factor = HEARTBEAT_TIMEOUT_FACTOR
+        if self.heartbeat_timeout < factor * self.heartbeat_interval - 1e-9:  # 0.3 vs 3 x 0.1
+            refuse(
                 "heartbeat_timeout",
-                f"must be at least {HEARTBEAT_TIMEOUT_FACTOR} x heartbeat_interval "
-                f"({HEARTBEAT_TIMEOUT_FACTOR * self.heartbeat_interval:g}s), got {self.heartbeat_timeout:g}s",
+                f"must be at least {factor} x heartbeat_interval ({factor * self.heartbeat_interval:g}s), "
+                f"got {self.heartbeat_timeout:g}s",
+                "heartbeat_interval",
+                f"must be at most heartbeat_timeout / {factor} ({self.heartbeat_timeout / factor:g}s), "
+                f"got {self.heartbeat_interval:g}s",
             )
         if self.prefetch > PREFETCH_FACTOR * self.concurrency:
-            raise SettingsError(
+            refuse(
                 "prefetch",
                 f"must be at most {PREFETCH_FACTOR} x concurrency ({PREFETCH_FACTOR * self.concurrency}), "
                 f"got {self.prefetch}",
+                "concurrency",
+                f"must be at least prefetch / {PREFETCH_FACTOR} ({-(-self.prefetch // PREFETCH_FACTOR)}), "
+                f"got {self.concurrency}",
             )
         if self.retry_backoff_max < self.retry_backoff_base:
-            raise SettingsError(
+            refuse(
                 "retry_backoff_max",
                 f"must be at least retry_backoff_base ({self.retry_backoff_base:g}s), got {self.retry_backoff_max:g}s",
+                "retry_backoff_base",
+                f"must be at most retry_backoff_max ({self.retry_backoff_max:g}s), got {self.retry_backoff_base:g}s",
             )
 
 
@@ -401,6 +423,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "max_result_bytes": _at_least(1, MAX_PAYLOAD_BYTES),
     "cancel_grace_seconds": _seconds(0.0, HOUR),
     "max_shutdown_nacks": _at_least(1, 1000),
+    "job_log_max_bytes": _at_least(1024, 16 * 1024 * 1024),
     # -- schedules, leader lease, pruning --
     "scheduler_enabled": _parse_bool,
     "scheduler_poll_interval": _seconds(MIN_POLL_INTERVAL, HOUR),

@@ -13,7 +13,8 @@ Backend roles: every page reads `OperatorReads` and the dead-letter page `DeadLe
 `create_dashboard_app` refuses a backend without either (`require_dashboard_roles`,
 `MissingBackendRoleError` naming "the dashboard"). Schedules are `ScheduleStore`: without it the
 schedules page says the backend keeps none instead of failing. Queue pauses are `QueuePauseStore`:
-without it the overview shows no pause state and offers no Pause button.
+without it the overview shows no pause state and offers no Pause button. A job's progress and log are
+`JobProgressStore` and `JobLogStore`: without them the job page says the backend keeps none.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from soniq.backend import (
     JobActivityParams,
     JobCountsParams,
     JobCursor,
+    JobLogStore,
     JobPageParams,
+    JobProgressStore,
     JobStatus,
     LimitScope,
     OperatorReads,
@@ -43,8 +46,10 @@ from soniq.backend import (
     ScheduleStore,
     has_role,
 )
+from soniq.errors import MissingBackendRoleError
 from soniq.observers import describe_limit as describe
 from soniq.observers import redact_data, redact_text
+from soniq_dashboard.job_reports import LOG_ROLE, PROGRESS_ROLE, JobLog, ProgressView, job_log, progress_view
 
 PAGE_SIZE = 50
 PREVIEW_CHARS = 120
@@ -130,6 +135,10 @@ class JobDetail:
     job: dict[str, Any]
     dead_letter: bool
     trace_id: str | None
+    progress: ProgressView | None = None
+    progress_missing_role: str | None = None
+    """``JobProgressStore`` when the backend keeps no progress; else None."""
+    log: JobLog = field(default_factory=JobLog)
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,14 +406,32 @@ class DashboardReads:
         return Page(rows=rows, next_cursor=encode_cursor(before), exact=exact)
 
     async def job(self, job_id: str) -> JobDetail | None:
-        """A job's full record, or its dead-letter row when it has moved there."""
+        """A job's full record, or its dead-letter row when it has moved there, with its progress and log."""
         row = await self.app.get_job(job_id)
         if row is not None and row.get("status") != "dead_letter":
-            return JobDetail(job=row, dead_letter=False, trace_id=trace_id_of(row.get("trace_context")))
+            backend = await self.app.connected_backend()
+            return JobDetail(
+                job=row,
+                dead_letter=False,
+                trace_id=trace_id_of(row.get("trace_context")),
+                progress=progress_view(row.get("progress")),
+                progress_missing_role=None if has_role(backend, JobProgressStore) else PROGRESS_ROLE,
+                log=await self.job_log(job_id),
+            )
         dead = await self.app.dead_letter.get(job_id)
         if dead is not None:
-            return JobDetail(job=dead, dead_letter=True, trace_id=None)
+            # A dead-letter row keeps the job's log but not its progress.
+            return JobDetail(job=dead, dead_letter=True, trace_id=None, log=await self.job_log(job_id))
         return None
+
+    async def job_log(self, job_id: str) -> JobLog:
+        """What the job's handler logged (`app.get_job_logs`), or a `JobLog` naming the role the backend lacks."""
+        if not has_role(await self.app.connected_backend(), JobLogStore):
+            return JobLog(missing_role=LOG_ROLE)
+        try:
+            return job_log(await self.app.get_job_logs(job_id))
+        except MissingBackendRoleError:
+            return JobLog(missing_role=LOG_ROLE)
 
     async def dead_letters(
         self, *, queue: str | None = None, name: str | None = None, cursor: str | None = None, limit: int = PAGE_SIZE

@@ -42,6 +42,7 @@ from soniq.backend import (
     FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
+    GetJobLogsParams,
     GetJobParams,
     GetLeaseParams,
     GetScheduleParams,
@@ -76,6 +77,8 @@ from soniq.backend import (
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
+    SaveJobLogsParams,
+    SaveProgressParams,
     SaveStepParams,
     ScheduleRecord,
     SchemaReport,
@@ -92,6 +95,7 @@ from soniq.backend import (
     WorkerRecord,
     WorkerStatus,
     dead_letter_filter_matches,
+    decode_json,
 )
 from soniq.errors import InvalidURLError, SoniqError
 from soniq_memory import cancel, changes, dependencies, reads, schedules
@@ -114,6 +118,8 @@ ROLES = {
     "QueuePauseStore": 1,
     "JobStepStore": 1,
     "VersionedJobs": 1,
+    "JobProgressStore": 1,
+    "JobLogStore": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -307,8 +313,7 @@ class MemoryBackend:
                 if row is None:
                     continue
                 if item.delete_row:
-                    del store.jobs[item.job_id]
-                    store.raw_args.pop(item.job_id, None)
+                    store.drop_job(item.job_id)
                     store.finished(item.job_id, Finish.DONE)
                 else:
                     store.put_job(
@@ -538,16 +543,14 @@ class MemoryBackend:
 
     async def purge_dead_letter(self, params: PurgeDeadLetterParams, /) -> bool:
         with self._store.lock:
-            self._store.dead_raw_args.pop(params.job_id, None)
-            return self._store.dead_letters.pop(params.job_id, None) is not None
+            return self._store.drop_dead(params.job_id) is not None
 
     # -- deleting jobs and bulk dead-letter operations --
 
     async def delete_job(self, params: DeleteJobParams, /) -> bool:
         store = self._store
         with store.lock:
-            store.raw_args.pop(params.job_id, None)
-            row = store.jobs.pop(params.job_id, None)
+            row = store.drop_job(params.job_id)
             if row is None:
                 return False
             if row.status in (JobStatus.QUEUED, JobStatus.PROCESSING):
@@ -561,8 +564,7 @@ class MemoryBackend:
             matching.sort(key=lambda row: (row.moved_to_dead_letter_at, row.id))
             deleted = {row.id for row in matching[: max(params.limit, 0)]}
             for job_id in deleted:
-                del store.dead_letters[job_id]
-                store.dead_raw_args.pop(job_id, None)
+                store.drop_dead(job_id)
             return deleted
 
     async def dead_letter_stats(self, params: DeadLetterStatsParams, /) -> DeadLetterStats:
@@ -724,6 +726,36 @@ class MemoryBackend:
                 return False
             store.put_job(replace(row, checkpoint=value))
             return True
+
+    # -- progress and logs (JobProgressStore, JobLogStore) -------------------------
+
+    async def save_progress(self, params: SaveProgressParams, /) -> bool:
+        # Kept decoded on the record, as every read returns it (text that is not an object reads as none).
+        value, problem = decode_json(params.progress_json, "progress")
+        progress = value if problem is None and isinstance(value, dict) else None
+        store = self._store
+        with store.lock:
+            row = self._owned(params.job_id, params.worker_id)
+            if row is None:
+                return False
+            store.put_job(replace(row, progress=progress))
+            return True
+
+    async def save_job_logs(self, params: SaveJobLogsParams, /) -> bool:
+        store = self._store
+        with store.lock:
+            if self._owned(params.job_id, params.worker_id) is None:
+                return False
+            store.job_logs[params.job_id] = params.logs_json
+            return True
+
+    async def get_job_logs(self, params: GetJobLogsParams, /) -> str | None:
+        store = self._store
+        with store.lock:
+            logs = store.job_logs.get(params.job_id) if params.job_id in store.jobs else None
+            if logs is None and params.job_id in store.dead_letters:
+                logs = store.dead_logs.get(params.job_id)
+            return logs
 
     # -- cancelling running jobs, waiting for jobs ----------------
 

@@ -135,8 +135,7 @@ def prune_jobs(store: MemoryStore, params: PruneJobsParams) -> int:
         if row.status in _FINISHED and row.expires_at is not None and row.expires_at <= now:
             victims.append(job_id)
     for job_id in victims:
-        del store.jobs[job_id]
-        store.raw_args.pop(job_id, None)
+        store.drop_job(job_id)
     return len(victims)
 
 
@@ -145,8 +144,7 @@ def prune_dead_letters(store: MemoryStore, params: PruneDeadLettersParams) -> in
         : max(params.limit, 0)
     ]
     for job_id in victims:
-        del store.dead_letters[job_id]
-        store.dead_raw_args.pop(job_id, None)
+        store.drop_dead(job_id)
     return len(victims)
 
 

@@ -82,6 +82,10 @@ class MemoryStore:
     raw_args: dict[str, str] = field(default_factory=dict)
     """Job id -> args text that replaces the row's decoded args (`put_raw_args`, for tests)."""
     dead_raw_args: dict[str, str] = field(default_factory=dict)
+    job_logs: dict[str, str] = field(default_factory=dict)
+    """Job id -> the `logs` text of its `jobs` row (`JobLogStore`), kept beside the record."""
+    dead_logs: dict[str, str] = field(default_factory=dict)
+    """Job id -> the `logs` text its dead-letter row carried over."""
     dedup_holders: dict[str, str] = field(default_factory=dict)
     """Dedup key -> id of the row that last took it; valid only while that row is queued with that key."""
     schedules: dict[str, ScheduleRecord] = field(default_factory=dict)
@@ -148,8 +152,26 @@ class MemoryStore:
         raw = self.raw_args.pop(row.id, None)
         if raw is not None:
             self.dead_raw_args[row.id] = raw
+        # The logs move with the row (the progress stays behind, with the record).
+        logs = self.job_logs.pop(row.id, None)
+        if logs is not None:
+            self.dead_logs[row.id] = logs
+        else:
+            self.dead_logs.pop(row.id, None)
         del self.jobs[row.id]
         self.finished(row.id, Finish.DEAD_LETTERED)
+
+    def drop_job(self, job_id: str) -> JobRecord | None:
+        """Delete a `jobs` row and what is kept beside it (raw args, logs); the row, or None."""
+        self.raw_args.pop(job_id, None)
+        self.job_logs.pop(job_id, None)
+        return self.jobs.pop(job_id, None)
+
+    def drop_dead(self, job_id: str) -> DeadLetterRecord | None:
+        """Delete a dead-letter row and what is kept beside it (raw args, logs); the row, or None."""
+        self.dead_raw_args.pop(job_id, None)
+        self.dead_logs.pop(job_id, None)
+        return self.dead_letters.pop(job_id, None)
 
     def cancel_queued(self, row: JobRecord) -> None:
         """`queued` -> `cancelled`; its dependents follow."""
@@ -167,6 +189,8 @@ class MemoryStore:
         self.workers.clear()
         self.raw_args.clear()
         self.dead_raw_args.clear()
+        self.job_logs.clear()
+        self.dead_logs.clear()
         self.dedup_holders.clear()
         self.schedules.clear()
         self.leases.clear()

@@ -46,6 +46,7 @@ from soniq.backend import (
     FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
+    GetJobLogsParams,
     GetJobParams,
     GetLeaseParams,
     GetScheduleParams,
@@ -80,6 +81,8 @@ from soniq.backend import (
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
+    SaveJobLogsParams,
+    SaveProgressParams,
     SaveStepParams,
     ScheduleRecord,
     SchemaReport,
@@ -129,6 +132,8 @@ ROLES = {
     "QueuePauseStore": 1,
     "JobStepStore": 1,
     "VersionedJobs": 1,
+    "JobProgressStore": 1,
+    "JobLogStore": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -695,6 +700,19 @@ class PostgresBackend:
 
     async def save_checkpoint(self, params: SaveCheckpointParams, /) -> bool:
         return await self._fenced(self._queries.save_checkpoint, params.job_id, params.worker_id, params.value_json)
+
+    # -- progress and logs (JobProgressStore, JobLogStore) ---------------------
+
+    async def save_progress(self, params: SaveProgressParams, /) -> bool:
+        return await self._fenced(self._queries.save_progress, params.job_id, params.worker_id, params.progress_json)
+
+    async def save_job_logs(self, params: SaveJobLogsParams, /) -> bool:
+        return await self._fenced(self._queries.save_job_logs, params.job_id, params.worker_id, params.logs_json)
+
+    async def get_job_logs(self, params: GetJobLogsParams, /) -> str | None:
+        async with self._connection() as conn:
+            logs: str | None = await conn.fetchval(self._queries.get_job_logs, params.job_id)
+        return logs
 
     # -- queue pauses (QueuePauseStore) --------------------------------------
 

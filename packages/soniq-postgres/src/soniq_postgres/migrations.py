@@ -282,6 +282,19 @@ CREATE TABLE IF NOT EXISTS {schema}.soniq_paused_queues (
 );
 """,
     ),
+    # -- job progress and job logs -------------------------------------------------
+    Migration(
+        9,
+        "job progress and job logs",
+        """
+-- Nullable columns without defaults: added in place, and every existing row reads as having
+-- no progress and no logs. A dead-lettered row keeps its logs, never its progress.
+ALTER TABLE {schema}.soniq_jobs
+    ADD COLUMN IF NOT EXISTS progress json,
+    ADD COLUMN IF NOT EXISTS logs     text;
+ALTER TABLE {schema}.soniq_dead_letter_jobs ADD COLUMN IF NOT EXISTS logs text;
+""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -20,8 +20,9 @@ JOB_COLUMNS = (
     "scheduled_at, last_error, worker_id, result::text AS result, created_at, updated_at, "
     "started_at, trace_context::text AS trace_context, expires_at, dedup_key, producer_id, "
     "depends_on, waiting_on, dependency_policy, limit_key, cancel_requested, shutdown_nacks, version, "
-    "steps::text AS steps, checkpoint::text AS checkpoint"
+    "steps::text AS steps, checkpoint::text AS checkpoint, progress::text AS progress"
 )
+# `logs` is never among them: a job's log is read only by `get_job_logs`.
 # Listings without results never read the column: a large result costs nothing there.
 JOB_COLUMNS_NO_RESULT = JOB_COLUMNS.replace("result::text AS result", "NULL::text AS result")
 DEAD_COLUMNS = (
@@ -191,6 +192,12 @@ UPDATE {jobs} SET steps = (
     ) AS e)
 WHERE {_OWNED}"""
         self.save_checkpoint = f"UPDATE {jobs} SET checkpoint = $3::json WHERE {_OWNED}"
+        # Progress and logs, fenced and leaving updated_at alone the same way. $3 the text core built.
+        self.save_progress = f"UPDATE {jobs} SET progress = $3::json WHERE {_OWNED}"
+        self.save_job_logs = f"UPDATE {jobs} SET logs = $3::text WHERE {_OWNED}"
+        # The job row's logs, else those its dead-letter row carried.
+        self.get_job_logs = f"""
+SELECT COALESCE((SELECT logs FROM {jobs} WHERE id = $1), (SELECT logs FROM {dead} WHERE id = $1)) AS logs"""
 
         # -- queue pauses --
         paused = f"{s}.soniq_paused_queues"
@@ -210,7 +217,7 @@ SELECT queue, pg_notify($2::text, queue) FROM gone"""
 WITH moved AS (
     DELETE FROM {jobs} WHERE {_OWNED}
     RETURNING id, job_name, args, queue, attempts + 1 AS attempts, max_attempts, priority,
-              $3::text AS last_error, $4::text AS reason, has_dependents, watched, version
+              $3::text AS last_error, $4::text AS reason, has_dependents, watched, version, logs
 ), dead AS (
 {self.dead_letter_insert("moved")}
 )
@@ -269,7 +276,7 @@ WITH picked AS (
     WHERE j.id = picked.id AND j.status = 'queued'
     RETURNING j.id, j.job_name, j.args, j.queue, j.attempts, j.max_attempts, j.priority,
               $3::text AS last_error, '{DeadLetterReason.UNKNOWN_JOB.value}'::text AS reason,
-              j.has_dependents, j.watched, j.version
+              j.has_dependents, j.watched, j.version, j.logs
 ), dead AS (
 {self.dead_letter_insert("moved")}
 )
@@ -294,18 +301,18 @@ SELECT id, pg_notify($4, queue) FROM inserted"""
         """The one move into the dead-letter table, from the rows of the CTE `moved`.
 
         `moved` yields the job row's columns with the new `attempts`, plus `last_error`,
-        `reason` and `version` (steps and checkpoints stay behind); every dead-letter write
+        `reason`, `version` and `logs` (steps, checkpoints and progress stay behind); every dead-letter write
         (a handler's verdict or a rescue) goes through this text, so both store a row the same way.
         """
         return f"""INSERT INTO {self.dead} (id, job_name, args, queue, attempts, max_attempts, priority,
-                    last_error, dead_letter_reason, version, moved_to_dead_letter_at)
-SELECT id, job_name, args, queue, attempts, max_attempts, priority, last_error, reason, version, now()
+                    last_error, dead_letter_reason, version, logs, moved_to_dead_letter_at)
+SELECT id, job_name, args, queue, attempts, max_attempts, priority, last_error, reason, version, logs, now()
 FROM {moved}
 ON CONFLICT (id) DO UPDATE SET
     job_name = EXCLUDED.job_name, args = EXCLUDED.args, queue = EXCLUDED.queue,
     attempts = EXCLUDED.attempts, max_attempts = EXCLUDED.max_attempts,
     priority = EXCLUDED.priority, last_error = EXCLUDED.last_error,
-    dead_letter_reason = EXCLUDED.dead_letter_reason, version = EXCLUDED.version,
+    dead_letter_reason = EXCLUDED.dead_letter_reason, version = EXCLUDED.version, logs = EXCLUDED.logs,
     moved_to_dead_letter_at = EXCLUDED.moved_to_dead_letter_at
 RETURNING id"""
 

@@ -48,6 +48,10 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
         steps_problem = steps_problem or ("steps are not a JSON object" if steps is not None else None)
         steps = {}
     checkpoint, checkpoint_problem = decode_json(row.get("checkpoint"), "checkpoint")
+    # Progress is only shown: an unreadable one (or not an object) reads as none, never reported.
+    progress, _ = decode_json(row.get("progress"), "progress")
+    if not isinstance(progress, dict):
+        progress = None
     return JobRecord(
         id=row["id"],
         job_name=row["job_name"],
@@ -78,6 +82,7 @@ def job_record(row: Mapping[str, Any]) -> JobRecord:
         version=row.get("version") or 1,
         steps=steps,
         checkpoint=checkpoint,
+        progress=progress,
     )
 
 

@@ -61,7 +61,8 @@ WITH r AS (
     DELETE FROM {q.jobs} AS j USING r
     WHERE r.action = '{RescueAction.DEAD_LETTER.value}' AND {_FENCE}
     RETURNING j.id, j.job_name, j.args, j.queue, r.attempts AS attempts, j.max_attempts, j.priority,
-              COALESCE(r.error, j.last_error) AS last_error, r.reason AS reason, j.has_dependents, j.watched, j.version
+              COALESCE(r.error, j.last_error) AS last_error, r.reason AS reason, j.has_dependents, j.watched, j.version,
+              j.logs
 ), dead AS (
 {q.dead_letter_insert("moved")}
 ), written AS (

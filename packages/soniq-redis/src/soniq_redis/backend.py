@@ -46,6 +46,7 @@ from soniq.backend import (
     FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
+    GetJobLogsParams,
     GetJobParams,
     GetLeaseParams,
     GetScheduleParams,
@@ -84,6 +85,8 @@ from soniq.backend import (
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
+    SaveJobLogsParams,
+    SaveProgressParams,
     SaveStepParams,
     ScheduleRecord,
     SchemaReport,
@@ -134,13 +137,16 @@ ROLES = {
     "QueuePauseStore": 1,
     "JobStepStore": 1,
     "VersionedJobs": 1,
+    "JobProgressStore": 1,
+    "JobLogStore": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
 SCHEMA_VERSION = 1
-# Still 1 with the job fields `shutdown_nacks`, `version`, `steps` and `checkpoint` and the
-# `paused_queues` hash: a row written without them reads as 0, 1, {} and None, so a keyspace
-# written by an older soniq-redis needs no upgrade step (and older workers may share it).
+# Still 1 with the job fields `shutdown_nacks`, `version`, `steps`, `checkpoint`, `progress` and
+# `logs` (also on the dead-letter hash) and the `paused_queues` hash: a row written without them
+# reads as 0, 1, {}, None, None and no logs, so a keyspace written by an older soniq-redis needs
+# no upgrade step (and older workers may share it).
 # Ready-set members carry the priority in 16 fixed-width digits.
 PRIORITY_LIMIT = 10**15
 _SCAN_BATCH = 500
@@ -522,6 +528,18 @@ class RedisBackend:
 
     async def save_checkpoint(self, params: SaveCheckpointParams, /) -> bool:
         return bool(await self._run("save_checkpoint", params.job_id, params.worker_id, params.value_json))
+
+    # -- progress (JobProgressStore) and job logs (JobLogStore) -------------------------
+
+    async def save_progress(self, params: SaveProgressParams, /) -> bool:
+        return bool(await self._run("save_progress", params.job_id, params.worker_id, params.progress_json))
+
+    async def save_job_logs(self, params: SaveJobLogsParams, /) -> bool:
+        return bool(await self._run("save_job_logs", params.job_id, params.worker_id, params.logs_json))
+
+    async def get_job_logs(self, params: GetJobLogsParams, /) -> str | None:
+        logs = await self._run("job_logs", params.job_id)
+        return None if logs is None else str(logs)
 
     # -- workers -------------------------------------------------------------------
 

@@ -2,10 +2,11 @@
 
 Timestamps are stored as integer microseconds since the Unix epoch (the
 server's clock, read with TIME inside the scripts); `args`, `result`,
-`trace_context`, worker `queues` and `job_versions`, and a job's `steps` and
-`checkpoint` are JSON. A field that is absent from a hash is NULL, except the
-fields a row written before they existed lacks: `shutdown_nacks` reads as 0,
-`version` as 1 and `steps` as an empty object.
+`trace_context`, worker `queues` and `job_versions`, and a job's `steps`,
+`checkpoint`, `progress` and `logs` are JSON. A field that is absent from a hash
+is NULL, except the fields a row written before they existed lacks:
+`shutdown_nacks` reads as 0, `version` as 1 and `steps` as an empty object.
+`logs` is never decoded here: no record holds it (`get_job_logs` returns the text).
 """
 
 from __future__ import annotations
@@ -84,6 +85,14 @@ def _checkpoint(text: str | None) -> Any:
     return None if text is None else decode_json(text, "checkpoint")[0]
 
 
+def _progress(text: str | None) -> dict[str, Any] | None:
+    # Written by save_progress.lua from core's JSON; a value another program broke reads as none.
+    if text is None:
+        return None
+    value, _ = decode_json(text, "progress")
+    return value if isinstance(value, dict) else None
+
+
 def job_record(fields: Mapping[str, str]) -> JobRecord:
     trace_text = fields.get("trace_context")
     result_text = fields.get("result")
@@ -123,6 +132,7 @@ def job_record(fields: Mapping[str, str]) -> JobRecord:
         version=int(fields.get("version", "1")),
         steps=_steps(fields.get("steps")),
         checkpoint=_checkpoint(fields.get("checkpoint")),
+        progress=_progress(fields.get("progress")),
     )
 
 

@@ -61,6 +61,10 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "resume_queue",
     "save_step",
     "save_checkpoint",
+    # -- progress and job logs
+    "save_progress",
+    "save_job_logs",
+    "job_logs",
 )
 
 

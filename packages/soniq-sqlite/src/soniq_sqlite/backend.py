@@ -36,6 +36,7 @@ from soniq.backend import (
     FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
+    GetJobLogsParams,
     GetJobParams,
     GetLeaseParams,
     GetScheduleParams,
@@ -70,6 +71,8 @@ from soniq.backend import (
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
+    SaveJobLogsParams,
+    SaveProgressParams,
     SaveStepParams,
     ScheduleRecord,
     SchemaReport,
@@ -132,6 +135,8 @@ ROLES = {
     "QueuePauseStore": 1,
     "JobStepStore": 1,
     "VersionedJobs": 1,
+    "JobProgressStore": 1,
+    "JobLogStore": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -734,6 +739,33 @@ class SQLiteBackend:
         )
         return changed == 1
 
+    # -- progress and logs (JobProgressStore, JobLogStore) --------------------
+
+    async def save_progress(self, params: SaveProgressParams, /) -> bool:
+        await self.connect()
+        changed = await self._db.execute(
+            f"UPDATE soniq_jobs SET progress = ? WHERE {_OWNED}",
+            (params.progress_json, params.job_id, params.worker_id),
+        )
+        return changed == 1
+
+    async def save_job_logs(self, params: SaveJobLogsParams, /) -> bool:
+        await self.connect()
+        changed = await self._db.execute(
+            f"UPDATE soniq_jobs SET logs = ? WHERE {_OWNED}",
+            (params.logs_json, params.job_id, params.worker_id),
+        )
+        return changed == 1
+
+    async def get_job_logs(self, params: GetJobLogsParams, /) -> str | None:
+        await self.connect()
+        rows = await self._db.fetchall(
+            "SELECT COALESCE((SELECT logs FROM soniq_jobs WHERE id = ?), "
+            "(SELECT logs FROM soniq_dead_letter_jobs WHERE id = ?))",
+            (params.job_id, params.job_id),
+        )
+        return None if not rows or rows[0][0] is None else str(rows[0][0])
+
     # -- stale recovery ------------------------------------------------------
 
     async def find_stale_jobs(self, params: FindStaleJobsParams, /) -> StaleScan:
@@ -1126,6 +1158,7 @@ SCHEMA_STEP_NAMES = {
     5: "dedup_key, producer_id and the unique queued index",
     6: "dependencies, fleet-wide limits, cancel requests",
     7: "queue pauses, job steps and checkpoints, job versions, shutdown nacks",
+    8: "job progress and job logs",
 }
 """What each `PRAGMA user_version` step added (see soniq_sqlite.schema), for ``soniq migrate-status``."""
 

@@ -107,6 +107,7 @@ def job_from_row(row: Row) -> JobRecord:
         version=int(row[25]) if len(row) > 25 else 1,
         steps=load_steps(row[26]) if len(row) > 26 else {},
         checkpoint=load_checkpoint(row[27]) if len(row) > 27 else None,
+        progress=load_progress(row[28]) if len(row) > 28 else None,
     )
 
 
@@ -125,6 +126,15 @@ def load_checkpoint(text: str | None) -> Any:
         return None
     value, problem = decode_json(text, "checkpoint")
     return value if problem is None else None
+
+
+def load_progress(text: str | None) -> dict[str, Any] | None:
+    """A row's `progress` column: NULL (none stored), anything unreadable and anything but a JSON
+    object read as None."""
+    if text is None:
+        return None
+    value, problem = decode_json(text, "progress")
+    return value if problem is None and isinstance(value, dict) else None
 
 
 def load_versions(text: str | None) -> dict[str, int] | None:

@@ -19,13 +19,15 @@ Version history:
       soniq_workers.job_versions; the table soniq_paused_queues. Every new column has a default,
       so rows written before (or by a writer that names only the old columns, such as
       soniq-django's insert) read as version 1, no steps, no checkpoint, no shutdown nacks.
+  8 - soniq_jobs.progress and logs, soniq_dead_letter_jobs.logs (JobProgressStore, JobLogStore):
+      nullable TEXT, so rows written before read as no progress and no logs.
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -259,6 +261,14 @@ _VERSION_7 = (
     """,
 )
 
+_VERSION_8 = (
+    # The last progress a run stored (JSON object text, JobProgressStore); it stays on the job row.
+    "ALTER TABLE soniq_jobs ADD COLUMN progress TEXT",
+    # The handler's log records (JSON text, JobLogStore); a dead-letter move carries them along.
+    "ALTER TABLE soniq_jobs ADD COLUMN logs TEXT",
+    "ALTER TABLE soniq_dead_letter_jobs ADD COLUMN logs TEXT",
+)
+
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: _VERSION_1,
     2: _VERSION_2,
@@ -267,6 +277,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     5: _VERSION_5,
     6: _VERSION_6,
     7: _VERSION_7,
+    8: _VERSION_8,
 }
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
@@ -290,7 +301,7 @@ JOB_COLUMNS = (
     "id, job_name, args, status, attempts, max_attempts, queue, priority, scheduled_at, "
     "last_error, worker_id, result, created_at, updated_at, started_at, trace_context, expires_at, "
     "dedup_key, producer_id, depends_on, waiting_on, dependency_policy, limit_key, cancel_requested, "
-    "shutdown_nacks, version, steps, checkpoint"
+    "shutdown_nacks, version, steps, checkpoint, progress"
 )
 DEAD_LETTER_COLUMNS = (
     "id, job_name, args, queue, attempts, last_error, dead_letter_reason, moved_to_dead_letter_at, "

@@ -21,14 +21,15 @@ from soniq_sqlite.schema import JOB_COLUMNS
 _INSERT_DEAD_LETTER = """
     INSERT INTO soniq_dead_letter_jobs (
         id, job_name, args, queue, attempts, max_attempts, priority, last_error,
-        dead_letter_reason, moved_to_dead_letter_at, resurrection_count, last_resurrection_at, version
-    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?)
+        dead_letter_reason, moved_to_dead_letter_at, resurrection_count, last_resurrection_at, version, logs
+    ) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, NULL, ?, ?)
     ON CONFLICT (id) DO UPDATE SET
         job_name = excluded.job_name, args = excluded.args, queue = excluded.queue,
         attempts = excluded.attempts, max_attempts = excluded.max_attempts,
         priority = excluded.priority, last_error = excluded.last_error,
         dead_letter_reason = excluded.dead_letter_reason,
-        moved_to_dead_letter_at = excluded.moved_to_dead_letter_at, version = excluded.version
+        moved_to_dead_letter_at = excluded.moved_to_dead_letter_at, version = excluded.version,
+        logs = excluded.logs
 """
 _OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
 _AS_READ = f"{_OWNED} AND updated_at = ?"
@@ -58,14 +59,15 @@ async def move_to_dead_letter(
         await conn.execute_fetchall(
             "DELETE FROM soniq_jobs WHERE "
             + where
-            + " RETURNING id, job_name, args, queue, attempts, max_attempts, priority, last_error, version",
+            + " RETURNING id, job_name, args, queue, attempts, max_attempts, priority, last_error, version, logs",
             params,
         )
     )
     if not rows:
         return False
-    # The row's steps and checkpoint stay behind: a replayed job starts afresh (at its version).
-    job_id, job_name, args, queue, stored_attempts, max_attempts, priority, last_error, version = rows[0]
+    # The row's logs move with it; its steps, checkpoint and progress stay behind: a replayed job
+    # starts afresh (at its version), and its replay copies no logs.
+    job_id, job_name, args, queue, stored_attempts, max_attempts, priority, last_error, version, logs = rows[0]
     await conn.execute(
         _INSERT_DEAD_LETTER,
         (
@@ -80,6 +82,7 @@ async def move_to_dead_letter(
             reason,
             now_us(),
             version,
+            logs,
         ),
     )
     failed = [(str(job_id), DEAD_LETTERED)]

@@ -18,6 +18,8 @@ backend). Each role lives in its own module with the guarantees its methods make
 - `job_step_store.JobStepStore`: a running job's completed steps and last checkpoint.
 - `versioned_jobs.VersionedJobs`: rows carry their code's version; claims skip newer rows
   (no method of its own).
+- `job_progress_store.JobProgressStore`: how far a running job has got.
+- `job_log_store.JobLogStore`: the log records a job's handler wrote, kept with the job.
 
 `rules` holds the pure rules a backend applies rather than decides (the dependency cascade,
 limit groups and windows), so that every backend writes the same values. Beside the roles this
@@ -40,6 +42,8 @@ from soniq.backend.cancel_channel import CancelChannel
 from soniq.backend.capabilities import BackendCapabilities
 from soniq.backend.dead_letter_store import DeadLetterStore
 from soniq.backend.dependency_store import DependencyStore
+from soniq.backend.job_log_store import JobLogStore
+from soniq.backend.job_progress_store import JobProgressStore
 from soniq.backend.job_step_store import JobStepStore
 from soniq.backend.limit_store import LimitStore
 from soniq.backend.operator_reads import OperatorReads
@@ -84,6 +88,7 @@ from soniq.params import (
     FinishCancelParams,
     FireScheduleParams,
     GetDeadLetterParams,
+    GetJobLogsParams,
     GetJobParams,
     GetLeaseParams,
     GetScheduleParams,
@@ -115,6 +120,8 @@ from soniq.params import (
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
+    SaveJobLogsParams,
+    SaveProgressParams,
     SaveStepParams,
     SetSchedulePausedParams,
     SetupSchemaParams,
@@ -172,6 +179,8 @@ class Backend(
     QueuePauseStore,
     JobStepStore,
     VersionedJobs,
+    JobProgressStore,
+    JobLogStore,
     Protocol,
 ):
     """A backend that fills every role this soniq-core knows, as the bundled ones do."""
@@ -210,6 +219,7 @@ __all__ = [
     "FinishCancelParams",
     "FireScheduleParams",
     "GetDeadLetterParams",
+    "GetJobLogsParams",
     "GetJobParams",
     "GetLeaseParams",
     "GetScheduleParams",
@@ -218,8 +228,10 @@ __all__ = [
     "JobActivityParams",
     "JobCountsParams",
     "JobCursor",
+    "JobLogStore",
     "JobPage",
     "JobPageParams",
+    "JobProgressStore",
     "JobRecord",
     "JobResult",
     "JobStatus",
@@ -259,6 +271,8 @@ __all__ = [
     "RetryJobParams",
     "Role",
     "SaveCheckpointParams",
+    "SaveJobLogsParams",
+    "SaveProgressParams",
     "SaveStepParams",
     "ScheduleRecord",
     "ScheduleStore",

@@ -11,6 +11,8 @@ from soniq.backend import (
     cancel_channel,
     dead_letter_store,
     dependency_store,
+    job_log_store,
+    job_progress_store,
     job_step_store,
     limit_store,
     operator_reads,
@@ -64,6 +66,8 @@ ROLES: dict[str, Role] = {
         Role(queue_pause_store.QueuePauseStore, queue_pause_store.VERSION),
         Role(job_step_store.JobStepStore, job_step_store.VERSION),
         Role(versioned_jobs.VersionedJobs, versioned_jobs.VERSION),
+        Role(job_progress_store.JobProgressStore, job_progress_store.VERSION),
+        Role(job_log_store.JobLogStore, job_log_store.VERSION),
     )
 }
 """Every role this soniq-core knows, by name, the required `QueueStore` first."""

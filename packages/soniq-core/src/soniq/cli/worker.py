@@ -49,12 +49,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     # Issue 18: uvloop when installed (setting event_loop: auto, uvloop or asyncio).
     summary = run_with_app(app, body, loop_factory=worker_loop_factory(app.settings.event_loop))
+    over_limit = len(summary.nack_limit_job_ids)
     logging.getLogger("soniq").info(
-        "worker %s stopped: %s, %d rows handled, %d nack'd",
+        "worker %s stopped: %s, %d rows handled, %d nack'd%s",
         summary.worker_id,
         " -> ".join(s.value for s in summary.states),
         summary.processed,
         len(summary.nacked_job_ids),
+        f", {over_limit} dead-lettered at the shutdown nack limit" if over_limit else "",
     )
     if summary.failed_loop is not None:
         # A loop that kept failing stopped this worker; a supervisor must see it as a failure.

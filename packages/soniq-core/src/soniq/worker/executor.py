@@ -17,6 +17,7 @@ from soniq.compat.hooks import Middleware, build_chain
 from soniq.context import JobContext
 from soniq.errors import InternalError, NoUpgradePathError, Snooze, UpgradeFailedError
 from soniq.registry import JobDefinition, validated_arguments
+from soniq.run_reports import DEFAULT_LOG_MAX_BYTES, RunReports
 from soniq.serialization import MAX_RESULT_BYTES
 from soniq.speedups import loads
 from soniq.steps import JobSteps
@@ -86,8 +87,13 @@ class Executor:
         cancel_grace: float = 5.0,
         backend: object | None = None,
         max_result_bytes: int = MAX_RESULT_BYTES,
+        job_log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
+        on_progress: Callable[[JobRun, dict[str, Any]], None] | None = None,
     ) -> None:
         self._backend = backend
+        self._job_log_max_bytes = job_log_max_bytes
+        self._on_progress = on_progress
+        """Called with each progress value once it is stored (the bus's `on_job_progress`)."""
         """The store `ctx.step` and `ctx.checkpoint` write to (None: they keep values in memory)."""
         self._max_result_bytes = max_result_bytes
         self._pool = pool
@@ -151,6 +157,15 @@ class Executor:
             checkpoint=job.checkpoint,
             max_bytes=self._max_result_bytes,
         )
+        on_progress = self._on_progress
+        reports = RunReports(
+            backend=self._backend,
+            job_id=job.id,
+            job_name=job.job_name,
+            worker_id=worker_id,
+            log_max_bytes=self._job_log_max_bytes,
+            on_progress=None if on_progress is None else functools.partial(on_progress, run),
+        )
         context = JobContext(
             job_id=job.id,
             job_name=job.job_name,
@@ -162,9 +177,24 @@ class Executor:
             created_at=job.created_at,
             _cancel=run.cancel_signal(),
             _steps=steps,
+            _reports=reports,
         )
         if definition.context_param is not None:
             args[definition.context_param] = context
+        try:
+            return await self._call_chain(run, call, args, timeout, context, middleware)
+        finally:
+            await reports.close()  # before the row settles, while this worker still owns it
+
+    async def _call_chain(
+        self,
+        run: JobRun,
+        call: Callable[[JobRun, Mapping[str, Any], float | None], Awaitable[Outcome]],
+        args: dict[str, Any],
+        timeout: float | None,
+        context: JobContext,
+        middleware: Sequence[Middleware],
+    ) -> Outcome:
         if not middleware:
             return await call(run, args, timeout)
         inner: list[Outcome] = []

@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from soniq import log_escape
 from soniq.backend import CancelChannel, QueueStore, VersionedJobs, has_role
-from soniq.observers import ShutdownInfo, TransitionEvent, WorkerStartedEvent
+from soniq.observers import JobProgressEvent, ShutdownInfo, TransitionEvent, WorkerStartedEvent
 from soniq.params import PrepareWorkerParams, RegisterWorkerParams
 from soniq.records import WorkerInfo
 from soniq.scheduling.duties import FleetDuties
 from soniq.speedups import ORJSON, running_loop_name
 from soniq.worker._dispatch import DispatchContext, Dispatcher, job_versions
+from soniq.worker._runs import JobRun
 from soniq.worker._table import RunTable
 from soniq.worker.batching import CompletionBatcher
 from soniq.worker.cancel_watch import CancelWatcher, watched_store
@@ -192,6 +193,8 @@ class Worker:
             cancel_grace=settings.cancel_grace_seconds,
             backend=self.backend,
             max_result_bytes=settings.max_result_bytes,
+            job_log_max_bytes=settings.job_log_max_bytes,
+            on_progress=self._progress_stored if self.bus.wants("on_job_progress") else None,
         )
         dispatch_context = DispatchContext(
             worker_id=self.worker_id,
@@ -347,6 +350,14 @@ class Worker:
         if not self._force_event.is_set() and self.state is not WorkerState.WAIT_FOR_THREAD:
             logger.info("worker %s: run_worker() task cancelled, skipping the rest of DRAINING", self.worker_id)
             self._force_event.set()
+
+    def _progress_stored(self, run: JobRun, progress: dict[str, Any]) -> None:
+        job = run.job
+        self.bus.job_progress(
+            JobProgressEvent(
+                worker_id=self.worker_id, job_id=job.id, job_name=job.job_name, queue=job.queue, progress=progress
+            )
+        )
 
     def info(self) -> WorkerInfo:
         return WorkerInfo(

@@ -100,6 +100,20 @@ local function wake(queue)
   redis.call('PUBLISH', P .. 'new_job', queue)
 end
 
+-- A job hash as a flat HGETALL list less `logs` (JobLogStore), which no JobRecord holds:
+-- the claims and the stale scan would otherwise ship a retried row's whole log for nothing.
+local function job_row(k)
+  local flat = redis.call('HGETALL', k)
+  for i = 1, #flat, 2 do
+    if flat[i] == 'logs' then
+      table.remove(flat, i)
+      table.remove(flat, i)
+      break
+    end
+  end
+  return flat
+end
+
 -- Fencing: a write about a claimed row applies only while its caller owns it.
 local function owned(id, worker)
   local f = redis.call('HMGET', job_key(id), 'status', 'worker_id')
@@ -190,7 +204,8 @@ end
 local function move_to_dead(id, error_text, reason, now)
   local k = job_key(id)
   local f = redis.call('HMGET', k, 'job_name', 'args', 'queue', 'attempts', 'max_attempts',
-    'priority', 'status', 'worker_id', 'last_error', 'watched', 'dedup_key', 'dependents', 'version')
+    'priority', 'status', 'worker_id', 'last_error', 'watched', 'dedup_key', 'dependents', 'version',
+    'logs')
   if not error_text then error_text = f[9] end
   local queue = f[3]
   unschedule(id, queue)
@@ -207,8 +222,10 @@ local function move_to_dead(id, error_text, reason, now)
     'dead_letter_reason', reason, 'moved_to_dead_letter_at', int(now), 'resurrection_count', '0')
   if error_text then redis.call('HSET', dk, 'last_error', error_text) end
   -- Kept (not shown in the dead-letter record) so that a replay runs the row's version again;
-  -- its steps and checkpoint are not carried: a replayed job starts afresh.
+  -- its steps, checkpoint and progress are not carried: a replayed job starts afresh.
   if f[13] then redis.call('HSET', dk, 'version', f[13]) end
+  -- The job's log stays readable (get_job_logs) on every path here; a replay does not copy it.
+  if f[14] then redis.call('HSET', dk, 'logs', f[14]) end
   redis.call('ZADD', P .. 'dl', int(now), id)
   redis.call('ZADD', P .. 'dlq:' .. queue, int(now), id)
   settle(id, 'dead-lettered', now, f[12])
@@ -261,7 +278,7 @@ local function tracked_names(now)
   return names
 end
 
--- Claim one queued row whose ready-set member was just removed; returns its HGETALL.
+-- Claim one queued row whose ready-set member was just removed; returns its hash (job_row).
 -- `tracked` is what tracked_names returned.
 local function take(id, target, worker, stamp, mark, tracked)
   local k = job_key(id)
@@ -281,7 +298,7 @@ local function take(id, target, worker, stamp, mark, tracked)
   end
   redis.call('HDEL', k, 'rk')
   redis.call('SADD', wproc_key(worker), id)
-  return redis.call('HGETALL', k)
+  return job_row(k)
 end
 
 -- The arguments every claim script starts with: ARGV[2] the processing status, [3] the

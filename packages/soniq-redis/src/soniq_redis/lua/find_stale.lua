@@ -2,7 +2,7 @@
 -- as read, the processing rows left by them or by owners already gone. Decides
 -- nothing and writes no job row; core decides, and rescue.lua stores that.
 -- ARGV: prefix, heartbeat_timeout (microseconds), sweeper token, lock lifetime (ms).
--- Returns {1, stale worker ids, rows as HGETALL lists}, or {0} when another
+-- Returns {1, stale worker ids, rows as job_row lists}, or {0} when another
 -- sweeper holds the lock.
 local timeout, token, ttl = tonumber(ARGV[2]), ARGV[3], tonumber(ARGV[4])
 -- One script is atomic anyway; the lock is there to cover the gap until the
@@ -54,7 +54,7 @@ for _, id in ipairs(redis.call('ZRANGE', P .. 'st:processing', 0, -1)) do
   if not f[1] then
     drop_dangling(id)
   elseif f[1] == 'processing' and orphaned(f[2], f[3]) then
-    rows[#rows + 1] = redis.call('HGETALL', job_key(id))
+    rows[#rows + 1] = job_row(job_key(id))
   end
 end
 

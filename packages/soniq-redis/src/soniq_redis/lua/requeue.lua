@@ -1,7 +1,8 @@
 -- Retry, snooze and nack: a claimed row goes back to queued. Fenced.
 -- ARGV: prefix, mode ('retry' | 'snooze' | 'nack'), job_id, worker_id,
 -- scheduled_at (nack: '1' when the handler had started, which adds one to shutdown_nacks,
--- else ''; nack schedules at now), error (retry only). Steps and checkpoint are kept.
+-- else ''; nack schedules at now), error (retry only). Steps, checkpoint, progress and
+-- logs are kept.
 local mode, id, worker = ARGV[2], ARGV[3], ARGV[4]
 if not owned(id, worker) then return 0 end
 local now = now_us()
