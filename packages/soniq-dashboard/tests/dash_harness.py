@@ -258,7 +258,12 @@ async def until(check: Any, *, timeout: float = 30.0, what: str) -> Any:
 
 def in_browser(browser: Any, condition: Any, *, timeout: float = 30.0, what: str) -> Any:
     """Wait for `condition(browser)`; a live update may replace elements mid-check, so that retries."""
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, WebDriverException
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+        WebDriverException,
+    )
     from selenium.webdriver.support.ui import WebDriverWait
 
     def check(driver: Any) -> Any:
@@ -275,6 +280,21 @@ def in_browser(browser: Any, condition: Any, *, timeout: float = 30.0, what: str
         browser,
         timeout,
         poll_frequency=0.05,
-        ignored_exceptions=(StaleElementReferenceException, NoSuchElementException),
+        # A field a live update is replacing cannot take keys for that moment: look again.
+        ignored_exceptions=(StaleElementReferenceException, NoSuchElementException, ElementNotInteractableException),
     )
     return wait.until(check, message=what)
+
+
+def type_into(browser: Any, name: str, text: str, *, what: str) -> None:
+    """Put `text` in the form field `name` (replacing what it held) and wait until it holds exactly that,
+    so a live update that replaced the field while it was typed in costs a retry, not a doubled value."""
+    from selenium.webdriver.common.by import By
+
+    def typed(driver: Any) -> bool:
+        field = driver.find_element(By.NAME, name)
+        field.clear()
+        field.send_keys(text)
+        return bool(driver.find_element(By.NAME, name).get_attribute("value") == text)
+
+    in_browser(browser, typed, what=what)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dash_harness import API_KEY, Dashboard, HttpClient, Store, Worker, in_browser, until, wait_for
+from dash_harness import API_KEY, Dashboard, HttpClient, Store, Worker, in_browser, type_into, until, wait_for
 from dash_jobs import EVIL_ERROR, EVIL_NAME
 
 from soniq import Soniq
@@ -120,7 +120,7 @@ async def test_replaying_a_dead_letter_from_the_page_makes_the_job_run(
         what="Replay clicked",
     )
     in_browser(browser, lambda b: "/confirm" in b.current_url, what="the confirmation page")
-    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
+    type_into(browser, "api_key", API_KEY, what="the key typed")
     browser.find_element(By.ID, "confirm-button").click()
     in_browser(
         browser,
@@ -243,7 +243,7 @@ async def test_the_schedules_page_lists_a_firing_schedule_and_pauses_and_resumes
     assert UTC_TIME.match(cell(browser, "last run").splitlines()[0])
     assert UTC_TIME.match(cell(browser, "next run"))
 
-    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
+    type_into(browser, "api_key", API_KEY, what="the key typed")
     in_browser(
         browser,
         lambda b: b.find_element(By.CSS_SELECTOR, f"{row} button[name=pause]").click() or True,
@@ -259,7 +259,7 @@ async def test_the_schedules_page_lists_a_firing_schedule_and_pauses_and_resumes
     assert stored["paused"] is True
     runs = stored["run_count"]
 
-    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
+    type_into(browser, "api_key", API_KEY, what="the key typed")
     browser.find_element(By.CSS_SELECTOR, f"{row} button[name=resume]").click()
     in_browser(
         browser, lambda b: b.find_element(By.CSS_SELECTOR, ".notice").text == "resumed schedule tick", what="notice"
@@ -311,7 +311,7 @@ async def test_the_overview_pauses_a_queue_the_worker_then_leaves_alone_and_resu
     )
 
     # Typing in the form holds the live updates, so the row stays put while the button is clicked.
-    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
+    type_into(browser, "api_key", API_KEY, what="the key typed")
     browser.find_element(By.NAME, "reason").send_keys("deploy 42")
     browser.find_element(By.CSS_SELECTOR, f"{row} button[name=pause]").click()
     in_browser(
@@ -330,7 +330,7 @@ async def test_the_overview_pauses_a_queue_the_worker_then_leaves_alone_and_resu
     await until(lambda: is_done(after), what="the other queue's job done")
     assert (await producer.get_job(held))["status"] == "queued"  # type: ignore[index]
 
-    in_browser(browser, lambda b: b.find_element(By.NAME, "api_key").send_keys(API_KEY) or True, what="the key typed")
+    type_into(browser, "api_key", API_KEY, what="the key typed")
     browser.find_element(By.CSS_SELECTOR, f"{row} button[name=resume]").click()
     in_browser(
         browser, lambda b: b.find_element(By.CSS_SELECTOR, ".notice").text == "resumed queue default", what="notice"

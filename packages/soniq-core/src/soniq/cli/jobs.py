@@ -1,11 +1,11 @@
-"""``soniq enqueue`` and ``soniq cancel``."""
+"""``soniq enqueue``, ``soniq cancel`` and ``soniq logs``."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from soniq.cli.common import EXIT_OK, CLIError, build_app, refuse_to_create_default, run_with_app
 from soniq.cli.output import safe
@@ -98,6 +98,48 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def log_lines(record: dict[str, Any]) -> list[str]:
+    """One stored `ctx.logger` record as terminal lines: time, level and message, a traceback's
+    further lines indented below; every line escaped."""
+    at = record["at"].isoformat(timespec="milliseconds") if record["at"] is not None else "?"
+    first, *rest = str(record["message"]).split("\n") or [""]
+    return [f"{at}  {safe(record['level']):<8} {safe(first)}", *(f"    {safe(line)}" for line in rest)]
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    app = build_app(args, need_jobs=False)
+    refuse_to_create_default(app, "logs")
+
+    async def body(app: Soniq) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        return await app.get_job(args.job_id), await app.get_job_logs(args.job_id)
+
+    job, records = run_with_app(app, body)
+    if job is None and not records:
+        raise JobNotFoundError(str(args.job_id), f"no job has the id {args.job_id}")
+    if args.json:
+        rows = [{**r, "at": r["at"].isoformat() if r["at"] is not None else None} for r in records]
+        print(json.dumps({"job_id": args.job_id, "progress": _progress_json(job), "logs": rows}))
+        return EXIT_OK
+    progress = job.get("progress") if job is not None else None
+    if progress is not None:
+        total = f" of {progress['total']}" if progress.get("total") is not None else ""
+        message = f"  {safe(progress['message'])}" if progress.get("message") else ""
+        print(f"progress: {progress['done']}{total}{message}")
+    if not records:
+        print(f"job {safe(args.job_id)} has no stored log records")
+    for record in records:
+        print("\n".join(log_lines(record)))
+    return EXIT_OK
+
+
+def _progress_json(job: dict[str, Any] | None) -> dict[str, Any] | None:
+    progress = job.get("progress") if job is not None else None
+    if progress is None:
+        return None
+    stamp = progress.get("updated_at")
+    return {**progress, "updated_at": stamp.isoformat() if hasattr(stamp, "isoformat") else stamp}
+
+
 def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: SoniqArgumentParser) -> None:
     p = sub.add_parser("enqueue", parents=[common], help="queue one job by name; prints its id")
     p.add_argument("name", help="the registered job name")
@@ -112,3 +154,8 @@ def register(sub: argparse._SubParsersAction[SoniqArgumentParser], common: Soniq
     p.add_argument("job_id", metavar="ID", help="the job's id")
     p.add_argument("--json", action="store_true", help='print {"job_id": ..., "outcome": ...} instead of text')
     p.set_defaults(func=cmd_cancel, parser=p)
+
+    p = sub.add_parser("logs", parents=[common], help="a job's progress and the records its handler logged")
+    p.add_argument("job_id", metavar="ID", help="the job's id")
+    p.add_argument("--json", action="store_true", help='print {"job_id", "progress", "logs": [...]} instead of text')
+    p.set_defaults(func=cmd_logs, parser=p)
