@@ -23,7 +23,7 @@ from soniq import Soniq  # noqa: E402
 OUT = ROOT / "docs/dashboard"
 JOBS = """
 import asyncio, os
-from soniq import Soniq
+from soniq import JobContext, Soniq
 
 app = Soniq()
 
@@ -38,7 +38,11 @@ def make_thumbnail(path: str) -> str:
     return path + ".thumb.png"
 
 @app.job(name="reports.monthly", queue="reports")
-async def monthly(month: str) -> None:
+async def monthly(ctx: JobContext, month: str) -> None:
+    ctx.logger.info("collecting invoices for %s", month)
+    ctx.logger.warning("customer 4711 has no billing address; skipped")
+    await ctx.progress(1250, 10000, message=f"invoices for {month}")
+    ctx.logger.info("rendered 1250 of 10000 invoices")
     open(os.environ["SHOTS_MARKER"], "w").close()
     await asyncio.sleep(3600)
 
@@ -125,15 +129,17 @@ def shoot(browser: Any, url: str, path: Path, *, width: int = 1280, dark: bool =
         "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": scheme}]}
     )
     browser.get(url)
-    # Blank the "Updated" stamp and wait for a live refresh to write it again: the picture shows the polled state.
-    browser.execute_script("var s = document.getElementById('live-status'); if (s) { s.textContent = ''; }")
-    wait_for(
-        lambda: browser.execute_script(
-            "var s = document.getElementById('live-status'); return !s || s.textContent.length > 0;"
-        ),
-        timeout=20,
-        what=f"a live refresh of {url}",
-    )
+    # Blank the "Updated" stamp and wait for a live refresh to write it again: the picture shows the polled
+    # state. A finished job's page (data-live-final) does not poll, so it is taken as it loaded.
+    if not browser.execute_script("return document.querySelector('[data-live-final]') !== null;"):
+        browser.execute_script("var s = document.getElementById('live-status'); if (s) { s.textContent = ''; }")
+        wait_for(
+            lambda: browser.execute_script(
+                "var s = document.getElementById('live-status'); return !s || s.textContent.length > 0;"
+            ),
+            timeout=20,
+            what=f"a live refresh of {url}",
+        )
     height = int(browser.execute_script("return document.documentElement.scrollHeight"))
     viewport(browser, width, min(max(height, 500), 1400))
     browser.save_screenshot(str(path))
@@ -186,9 +192,10 @@ def main() -> None:
             browser.get(base + "/dead-letters")
             dead = browser.find_element(By.CSS_SELECTOR, "tr[data-job-id]").get_attribute("data-job-id")
             shoot(browser, base + "/dead-letters", OUT / "dead-letters.png")
-            browser.get(base + "/jobs?status=done&queue=thumbnails")
-            done_id = browser.find_element(By.CSS_SELECTOR, "tr[data-job-id]").get_attribute("data-job-id")
-            shoot(browser, base + f"/jobs/{done_id}", OUT / "job-detail.png")
+            # The running report: its progress bar and its log, as an operator sees them during a deploy.
+            browser.get(base + "/jobs?status=processing&queue=reports")
+            running_id = browser.find_element(By.CSS_SELECTOR, "tr[data-job-id]").get_attribute("data-job-id")
+            shoot(browser, base + f"/jobs/{running_id}", OUT / "job-detail.png")
             shoot(browser, base + f"/jobs/{dead}", OUT / "dead-letter-detail.png")
             shoot(browser, base + "/dead-letters/confirm?action=replay", OUT / "confirm.png")
             shoot(browser, base + "/workers", OUT / "workers.png")
