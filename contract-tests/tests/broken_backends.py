@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import TypeVar
 
 from soniq.backend import Backend, BackendCapabilities
+from soniq.backend.key_rotation_store import SEALED_MARKS
 from soniq.params import (
     AcquireLeaseParams,
     ClaimJobsParams,
@@ -33,9 +34,11 @@ from soniq.params import (
     RequestCancelParams,
     RescueAction,
     RescueJobsParams,
+    ResealRowParams,
     SaveCheckpointParams,
     SaveProgressParams,
     SaveStepParams,
+    SealedRowsParams,
     WaitForJobChangesParams,
 )
 from soniq.records import (
@@ -47,10 +50,13 @@ from soniq.records import (
     JobStatus,
     LeaseRecord,
     NewJob,
+    SealedRow,
+    SealedRowPage,
     StaleScan,
 )
 from soniq_memory import MemoryBackend
 from soniq_memory.dependencies import Finish
+from soniq_memory.key_rotation import dead_texts, job_texts
 from soniq_memory.store import MemoryStore
 
 _Row = TypeVar("_Row", JobRecord, DeadLetterRecord)
@@ -511,3 +517,109 @@ class DeleteLeavesLogsBehind(MemoryBackend):
             if logs is not None:
                 self._store.job_logs[params.job_id] = logs
             return deleted
+
+
+# -- unique windows and debounce -------------------------------------------------------------
+
+
+class _DeclaresWindowsAndDebounce(MemoryBackend):
+    """Declares `UniqueWindows` and `DebouncedJobs` whatever the memory store does."""
+
+    @property
+    def capabilities(self) -> BackendCapabilities:
+        capabilities = super().capabilities
+        return replace(capabilities, roles={**capabilities.roles, "UniqueWindows": 1, "DebouncedJobs": 1})
+
+
+class WindowIgnored(_DeclaresWindowsAndDebounce):
+    """Declares `UniqueWindows` but stores every job sent with a window, as if it had none."""
+
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
+        jobs = [replace(job, unique_window=None) for job in params.jobs]
+        return await super().enqueue_jobs(replace(params, jobs=jobs))
+
+
+class DebounceNeverMoves(_DeclaresWindowsAndDebounce):
+    """Declares `DebouncedJobs` but deduplicates a debounced job as a plain keyed one: the first
+    enqueue's args and start stay, whatever the repeats say."""
+
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
+        jobs = [replace(job, debounce_deadline=None) for job in params.jobs]
+        return await super().enqueue_jobs(replace(params, jobs=jobs))
+
+
+class DebounceIgnoresTheDeadline(_DeclaresWindowsAndDebounce):
+    """Moves the holder to each repeat's start, past the holder's deadline if the repeat says so."""
+
+    async def enqueue_jobs(self, params: EnqueueJobsParams, /) -> list[str] | None:
+        with self._store.lock:
+            returned = await super().enqueue_jobs(params)
+            for job, job_id in zip(params.jobs, returned or [], strict=True):
+                row = self._store.jobs.get(job_id)
+                # Only where the memory store moved a debounced holder (it took the repeat's args).
+                moved = row is not None and dict(row.args) == dict(job.args)
+                if job.debounce_deadline is not None and job_id != job.id and row is not None and moved:
+                    self._store.put_job(replace(row, scheduled_at=job.scheduled_at))
+            return returned
+
+
+# -- re-sealing stored sealed values (KeyRotationStore) ---------------------------------------
+
+
+class SealedRowsSkipDeadLetters(MemoryBackend):
+    """Walks the `soniq_jobs` rows and ends there: sealed dead-letter rows are never re-sealed."""
+
+    async def sealed_rows(self, params: SealedRowsParams, /) -> SealedRowPage:
+        page = await super().sealed_rows(params)
+        rows = [row for row in page.rows if row.table == "jobs"]
+        cursor = page.next_cursor
+        return SealedRowPage(rows=rows, next_cursor=None if cursor is None or cursor.startswith("dead") else cursor)
+
+
+class SealedRowsByOffset(MemoryBackend):
+    """Pages by position (jobs then dead letters, in id order): a row deleted behind the cursor
+    shifts the rest, so the next page starts one row late and a row nobody touched is skipped."""
+
+    async def sealed_rows(self, params: SealedRowsParams, /) -> SealedRowPage:
+        with self._store.lock:
+            order = [("jobs", job_id) for job_id in sorted(self._store.jobs)]
+            order += [("dead_letter", job_id) for job_id in sorted(self._store.dead_letters)]
+            start = int(params.cursor or 0)
+            rows = []
+            for table, job_id in order[start : start + params.limit]:
+                texts = (job_texts if table == "jobs" else dead_texts)(self._store, job_id)
+                if any(text is not None and mark in text for text in texts for mark in SEALED_MARKS):
+                    rows.append(SealedRow(table, job_id, *texts))
+            end = start + params.limit
+            return SealedRowPage(rows=rows, next_cursor=str(end) if end < len(order) else None)
+
+
+class ResealIgnoresTheOldValue(MemoryBackend):
+    """Writes the new values whenever the row exists, whatever it holds now: a worker's newer
+    progress (or a stale read) is overwritten."""
+
+    async def reseal_row(self, params: ResealRowParams, /) -> bool:
+        with self._store.lock:
+            if params.table == "jobs" and params.id in self._store.jobs:
+                current = job_texts(self._store, params.id)
+            elif params.table == "dead_letter" and params.id in self._store.dead_letters:
+                current = dead_texts(self._store, params.id)
+            else:
+                return False
+            pairs = (params.args_json, params.result_json, params.progress_json)
+            now = [None if pair is None else (text or "", pair[1]) for pair, text in zip(pairs, current, strict=True)]
+            return await super().reseal_row(replace(params, args_json=now[0], result_json=now[1], progress_json=now[2]))
+
+
+class ResealFieldByField(MemoryBackend):
+    """Compares and writes one field at a time: with the args current and the result stale it
+    writes the args, then returns False for the result."""
+
+    async def reseal_row(self, params: ResealRowParams, /) -> bool:
+        written = True
+        for name in ("args_json", "result_json", "progress_json"):
+            pair = getattr(params, name)
+            if pair is not None:
+                one = ResealRowParams(table=params.table, id=params.id, **{name: pair})
+                written = await super().reseal_row(one) and written
+        return written

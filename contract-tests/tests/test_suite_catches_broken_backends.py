@@ -383,3 +383,141 @@ def test_suite_catches_a_delete_that_leaves_the_logs_behind(pytester: pytest.Pyt
     outcomes = run_class_form(pytester, "DeleteLeavesLogsBehind", "-k", "logs")
     assert set(outcomes["failed"]) == {"test_deleting_a_row_deletes_its_logs"}
     assert "a new row under a deleted row's id" in outcomes["failed"]["test_deleting_a_row_deletes_its_logs"]
+
+
+# -- unique windows and debounce -------------------------------------------------------------
+
+DEBOUNCE_TESTS = "debounc or repeat or holder or deadline or moved_start"
+
+
+def test_suite_catches_a_backend_that_ignores_unique_windows(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "WindowIgnored", "-k", f"window or {DEBOUNCE_TESTS}")
+    assert {
+        "test_a_window_job_is_stored_and_a_repeat_in_the_window_returns_its_id",
+        "test_the_window_holds_the_key_while_the_job_runs_is_retried_and_after_it_is_done",
+        "test_the_window_holds_the_key_after_a_cancel",
+        "test_the_window_holds_the_key_after_a_dead_letter",
+        "test_the_window_holds_the_key_after_a_delete",
+        "test_the_window_holds_the_key_after_its_row_is_pruned",
+        "test_an_expired_window_lets_a_new_job_in_and_the_key_then_points_to_it",
+        "test_windows_of_different_keys_are_independent",
+        "test_a_window_job_in_one_call_with_plain_keyed_and_held_jobs",
+        "test_drawn_sequences_of_windows_hold_as_the_rule_says",
+        "test_producers_in_several_processes_racing_on_windows_store_one_row_per_key",
+    } <= set(outcomes["failed"])
+    assert (
+        "cancelled: an enqueue inside the window returned"
+        in outcomes["failed"]["test_the_window_holds_the_key_after_a_cancel"]
+    )
+    # Debounce is not its bug: those contracts still pass.
+    assert {
+        "test_a_repeat_replaces_the_args_and_moves_the_start_and_changes_nothing_else",
+        "test_drawn_repeats_start_at_the_last_start_capped_by_the_first_deadline",
+    } <= set(outcomes["passed"])
+
+
+def test_suite_catches_a_debounce_that_never_moves_the_job(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "DebounceNeverMoves", "-k", DEBOUNCE_TESTS)
+    assert {
+        "test_a_repeat_replaces_the_args_and_moves_the_start_and_changes_nothing_else",
+        "test_a_repeat_never_moves_the_start_past_the_first_deadline",
+        "test_after_the_holder_is_claimed_an_enqueue_starts_a_new_row",
+        "test_once_the_deadline_has_passed_repeats_leave_the_job_due_at_it",
+        "test_the_claim_follows_a_moved_start",
+        "test_a_debounced_repeat_in_one_call_with_other_jobs",
+        "test_drawn_repeats_start_at_the_last_start_capped_by_the_first_deadline",
+    } <= set(outcomes["failed"])
+    assert {
+        "test_a_first_debounced_enqueue_is_stored_as_a_keyed_job",
+        "test_a_plain_keyed_holder_is_left_as_it_is",
+        "test_a_cancelled_holder_releases_the_key",
+    } <= set(outcomes["passed"])
+
+
+def test_suite_catches_a_debounce_that_moves_the_job_past_its_deadline(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "DebounceIgnoresTheDeadline", "-k", DEBOUNCE_TESTS)
+    assert {
+        "test_a_repeat_never_moves_the_start_past_the_first_deadline",
+        "test_after_the_holder_is_claimed_an_enqueue_starts_a_new_row",
+        "test_once_the_deadline_has_passed_repeats_leave_the_job_due_at_it",
+        "test_a_debounced_repeat_in_one_call_with_other_jobs",
+        "test_drawn_repeats_start_at_the_last_start_capped_by_the_first_deadline",
+    } <= set(outcomes["failed"])
+    assert {
+        "test_a_repeat_replaces_the_args_and_moves_the_start_and_changes_nothing_else",
+        "test_a_plain_keyed_holder_is_left_as_it_is",
+        "test_the_claim_follows_a_moved_start",
+    } <= set(outcomes["passed"])
+
+
+# -- re-sealing stored sealed values (KeyRotationStore) ---------------------------------------
+
+KEY_ROTATION_WALKS = {
+    "test_key_rotation_walk_returns_every_sealed_row_once_with_its_stored_text",
+    "test_key_rotation_walk_of_a_store_without_sealed_values_ends",
+    "test_key_rotation_walks_of_drawn_mixes_return_every_sealed_row_once",
+    "test_key_rotation_walk_finds_rows_left_alone_once_while_others_come_and_go",
+}
+KEY_ROTATION_RESEALS = {
+    "test_key_rotation_reseal_writes_the_new_values_and_nothing_else",
+    "test_key_rotation_reseal_with_a_stale_value_writes_no_field",
+    "test_key_rotation_reseal_of_a_row_that_is_gone_is_false",
+    "test_key_rotation_reseal_rewrites_a_dead_letter_row",
+    "test_key_rotation_reseal_of_a_purged_dead_letter_is_false",
+    "test_key_rotation_reseal_rewrites_a_sealed_progress_message_and_the_worker_wins",
+    "test_key_rotation_reseal_leaves_the_rest_of_the_row_to_its_worker",
+}
+ROTATE_KEYS = "test_key_rotation_by_rotate_keys_reseals_every_stored_value_with_the_newest_key"
+
+
+def test_suite_catches_a_sealed_rows_walk_that_skips_dead_letter_rows(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "SealedRowsSkipDeadLetters", "-k", "key_rotation")
+    assert {
+        "test_key_rotation_walk_returns_every_sealed_row_once_with_its_stored_text",
+        "test_key_rotation_walk_finds_rows_left_alone_once_while_others_come_and_go",
+        "test_key_rotation_reseal_rewrites_a_dead_letter_row",
+        ROTATE_KEYS,
+    } <= set(outcomes["failed"])
+    assert "must return each of the" in outcomes["failed"]["test_key_rotation_reseal_rewrites_a_dead_letter_row"]
+    assert (
+        "dead_letter:"
+        in outcomes["failed"]["test_key_rotation_walk_returns_every_sealed_row_once_with_its_stored_text"]
+    )
+    # Its re-seal is right: the contracts that read no dead-letter row still pass.
+    assert {
+        "test_key_rotation_walk_of_a_store_without_sealed_values_ends",
+        "test_key_rotation_reseal_writes_the_new_values_and_nothing_else",
+        "test_key_rotation_reseal_with_a_stale_value_writes_no_field",
+        "test_key_rotation_reseal_leaves_the_rest_of_the_row_to_its_worker",
+    } <= set(outcomes["passed"])
+
+
+def test_suite_catches_a_sealed_rows_walk_by_offset(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "SealedRowsByOffset", "-k", "key_rotation")
+    name = "test_key_rotation_walk_finds_rows_left_alone_once_while_others_come_and_go"
+    assert set(outcomes["failed"]) == {name}
+    assert "nobody touched during the walk must come back once each" in outcomes["failed"][name]
+    assert (KEY_ROTATION_WALKS | KEY_ROTATION_RESEALS | {ROTATE_KEYS}) - {name} == set(outcomes["passed"])
+
+
+def test_suite_catches_a_reseal_that_ignores_the_old_value(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "ResealIgnoresTheOldValue", "-k", "key_rotation")
+    assert {
+        "test_key_rotation_reseal_writes_the_new_values_and_nothing_else",
+        "test_key_rotation_reseal_with_a_stale_value_writes_no_field",
+        "test_key_rotation_reseal_rewrites_a_dead_letter_row",
+        "test_key_rotation_reseal_rewrites_a_sealed_progress_message_and_the_worker_wins",
+    } <= set(outcomes["failed"])
+    assert (
+        "wrote over progress the worker saved"
+        in outcomes["failed"]["test_key_rotation_reseal_rewrites_a_sealed_progress_message_and_the_worker_wins"]
+    )
+    assert set(outcomes["passed"]) >= KEY_ROTATION_WALKS
+    assert "test_key_rotation_reseal_of_a_row_that_is_gone_is_false" in outcomes["passed"]
+
+
+def test_suite_catches_a_reseal_that_writes_field_by_field(pytester: pytest.Pytester) -> None:
+    outcomes = run_class_form(pytester, "ResealFieldByField", "-k", "key_rotation")
+    name = "test_key_rotation_reseal_with_a_stale_value_writes_no_field"
+    assert set(outcomes["failed"]) == {name}
+    assert "a reseal_row that returned False wrote a field" in outcomes["failed"][name]

@@ -92,6 +92,9 @@ MODULE_ROLES: dict[str, tuple[str, ...]] = {
     "job_progress": ("JobProgressStore",),
     "job_logs": ("JobLogStore",),
     "deploy_day": ("QueuePauseStore",),  # each test names its own below
+    "unique_windows": ("UniqueWindows",),
+    "debounced_jobs": ("DebouncedJobs",),
+    "key_rotation": ("KeyRotationStore",),  # progress rows and dead-letter reads where declared
 }
 """The roles the tests of each module under `soniq_contract_tests.suite` need, the module's own
 role first (it names the role in a skip). A test that calls more is listed in `TEST_ROLES`."""
@@ -168,6 +171,13 @@ TEST_ROLES: dict[str, tuple[str, ...]] = {
     "test_logs_and_progress_are_written_apart": ("JobLogStore", "JobProgressStore"),
     "test_purging_a_dead_letter_deletes_its_logs": ("JobLogStore", "DeadLetterStore"),
     "test_pruning_deletes_the_logs": ("JobLogStore", "RetentionStore"),
+    "test_the_window_holds_the_key_after_a_dead_letter": ("UniqueWindows", "DeadLetterStore"),
+    "test_the_window_holds_the_key_after_its_row_is_pruned": ("UniqueWindows", "RetentionStore"),
+    "test_key_rotation_reseal_of_a_purged_dead_letter_is_false": ("KeyRotationStore", "DeadLetterStore"),
+    "test_key_rotation_reseal_rewrites_a_sealed_progress_message_and_the_worker_wins": (
+        "KeyRotationStore",
+        "JobProgressStore",
+    ),
 }
 """Tests that need other roles than their module's, by test name (names are unique across the
 suite: every module is a mixin of the one `BackendContractSuite` class)."""

@@ -17,7 +17,13 @@ _ = settings.INSTALLED_APPS
 
 def _empty_soniq_tables() -> None:
     with connection.cursor() as cursor:
-        for table in ("soniq_jobs", "soniq_dead_letter_jobs", "soniq_workers", "soniq_paused_queues"):
+        for table in (
+            "soniq_jobs",
+            "soniq_dead_letter_jobs",
+            "soniq_workers",
+            "soniq_paused_queues",
+            "soniq_unique_windows",
+        ):
             cursor.execute(f"DELETE FROM {table}")
 
 

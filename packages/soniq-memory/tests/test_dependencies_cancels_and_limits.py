@@ -52,7 +52,8 @@ async def test_capabilities_declare_every_role_and_push_job_changes() -> None:
     assert capabilities.describe_roles() == (
         "QueueStore v1, DeadLetterStore v1, ScheduleStore v1, OperatorReads v1, SchemaAdmin v1, "
         "CancelChannel v1, LimitStore v1, DependencyStore v1, RetentionStore v1, QueuePauseStore v1, "
-        "JobStepStore v1, VersionedJobs v1, JobProgressStore v1, JobLogStore v1"
+        "JobStepStore v1, VersionedJobs v1, JobProgressStore v1, JobLogStore v1, UniqueWindows v1, "
+        "DebouncedJobs v1, KeyRotationStore v1"
     )
     assert capabilities.push_job_changes is True
 

@@ -3,12 +3,15 @@ from version 1 (through `job_names`, 2), from version 2 (worker state and dashbo
 up to schedules, the leader lease and `expires_at` (4), dedup keys with producer ids (5), and from
 version 5 to dependencies, limits, cancel requests and watched rows (6), from version 6 to
 the claim-only indexing of queued rows (7), from version 7 to queue pauses, job steps and
-checkpoints, job versions and shutdown nacks (8), and from version 8 to job progress and job logs (9)."""
+checkpoints, job versions and shutdown nacks (8), from version 8 to job progress and job logs (9), and
+from version 9 to unique windows and debounced jobs (10)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import asyncpg
 import pytest
@@ -17,11 +20,13 @@ from soniq.params import (
     ClaimJobsParams,
     CompleteJobsParams,
     DeadLetterJobParams,
+    EnqueueJobsParams,
     GetJobLogsParams,
     GetJobParams,
     JobResult,
     NackJobParams,
     PauseQueueParams,
+    PruneJobsParams,
     RegisterWorkerParams,
     ReplayDeadLetterParams,
     SaveCheckpointParams,
@@ -30,7 +35,7 @@ from soniq.params import (
     SaveStepParams,
     SetWorkerStatusParams,
 )
-from soniq.records import JobStatus, WorkerInfo, WorkerStatus
+from soniq.records import JobStatus, NewJob, UniqueWindow, WorkerInfo, WorkerStatus
 from soniq_postgres import LATEST_VERSION, MIGRATIONS, PostgresBackend
 
 pytestmark = pytest.mark.asyncio
@@ -57,17 +62,17 @@ async def _schema_at(raw: asyncpg.Connection, namespace: str, version: int) -> s
     return quoted
 
 
-@pytest.mark.parametrize("start", [1, 2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("start", [1, 2, 3, 4, 5, 6, 7, 8, 9])
 async def test_an_older_schema_upgrades_to_the_latest_and_keeps_its_workers(
     start: int, make_backend: Callable[..., Awaitable[PostgresBackend]], raw: asyncpg.Connection, namespace: str
 ) -> None:
-    assert LATEST_VERSION == 9
+    assert LATEST_VERSION == 10
     quoted = await _schema_at(raw, namespace, start)
 
     backend = await make_backend()
 
     versions = await raw.fetch(f"SELECT version FROM {quoted}.soniq_migrations ORDER BY version")
-    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert [row["version"] for row in versions] == [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     (old,) = await backend.list_workers()
     assert old.id == "old"
     assert old.job_names == (None if start == 1 else ("app.old",))
@@ -184,7 +189,8 @@ async def test_rows_written_at_version_8_read_without_progress_or_logs_after_ste
 
     status = await backend.schema_status()
     assert status.up_to_date
-    assert (status.current_version, status.applied[-1].name) == (9, "job progress and job logs")
+    assert status.current_version == LATEST_VERSION
+    assert {step.version: step.name for step in status.applied}[9] == "job progress and job logs"
     for job_id in ("old-1", "old-running", "old-dead"):
         assert await backend.get_job_logs(GetJobLogsParams(job_id)) is None
     running = await backend.get_job(GetJobParams("old-running"))
@@ -200,3 +206,70 @@ async def test_rows_written_at_version_8_read_without_progress_or_logs_after_ste
     assert stored.progress == {"done": 1, "total": 2}
     assert await backend.dead_letter_job(DeadLetterJobParams("old-1", "w", "boom", "max_attempts"))
     assert await backend.get_job_logs(GetJobLogsParams("old-1")) == "[]"
+
+
+async def test_rows_written_at_version_9_keep_working_with_windows_and_debounce_after_step_10(
+    make_backend: Callable[..., Awaitable[PostgresBackend]], raw: asyncpg.Connection, namespace: str
+) -> None:
+    """Step 10 adds a nullable column and a table to a populated schema in place: an old keyed row
+    reads as not debounced, so a debounced repeat of its key leaves it as it is; new window and
+    debounced jobs work beside the old rows, and the prune deletes old rows and expired windows."""
+    quoted = await _schema_at(raw, namespace, 9)
+    past = datetime.now(UTC) - timedelta(hours=1)
+    await raw.execute(
+        f"INSERT INTO {quoted}.soniq_jobs (id, job_name, queue, status, args, dedup_key, scheduled_at) VALUES "
+        """('old-keyed', 'app.old', 'default', 'queued', '{"v": 1}', 'report', $1)""",
+        past,
+    )
+    await raw.execute(
+        f"INSERT INTO {quoted}.soniq_jobs (id, job_name, queue, status, expires_at) "
+        "VALUES ('old-done', 'app.old', 'default', 'done', $1)",
+        past,
+    )
+
+    backend = await make_backend()
+
+    status = await backend.schema_status()
+    assert status.up_to_date
+    assert (status.current_version, status.applied[-1].name) == (10, "unique windows and debounced jobs")
+    assert await raw.fetchval(f"SELECT debounce_deadline FROM {quoted}.soniq_jobs WHERE id = 'old-keyed'") is None
+
+    now = datetime.now(UTC)
+
+    def job(job_id: str, **fields: Any) -> NewJob:
+        return NewJob(job_id, "app.new", {"v": 2}, "default", 100, now, 1, **fields)
+
+    # The old row holds its key as a plain keyed row: a debounced repeat returns it, unmoved.
+    repeat = job("repeat", dedup_key="report", debounce_deadline=now + timedelta(minutes=1))
+    assert await backend.enqueue_jobs(EnqueueJobsParams([repeat])) == ["old-keyed"]
+    old = await backend.get_job(GetJobParams("old-keyed"))
+    assert old is not None
+    assert (old.args, old.scheduled_at) == ({"v": 1}, past)
+
+    # New window and debounced jobs on the upgraded schema.
+    window = UniqueWindow("nightly", past, now - timedelta(minutes=1))
+    expired = job("expired", unique_window=window)
+    assert await backend.enqueue_jobs(EnqueueJobsParams([expired])) == ["expired"]
+    live = job("live", unique_window=UniqueWindow("nightly", now, now + timedelta(hours=1)))
+    again = job("again", unique_window=UniqueWindow("nightly", now + timedelta(seconds=1), now + timedelta(hours=1)))
+    assert await backend.enqueue_jobs(EnqueueJobsParams([live])) == ["live"]
+    assert await backend.enqueue_jobs(EnqueueJobsParams([again])) == ["live"]
+    first = job("debounced", dedup_key="digest", debounce_deadline=now + timedelta(minutes=5))
+    moved = dataclasses.replace(
+        job("debounced-again", dedup_key="digest", debounce_deadline=now + timedelta(minutes=5)),
+        args={"v": 3},
+        scheduled_at=now + timedelta(minutes=1),
+    )
+    assert await backend.enqueue_jobs(EnqueueJobsParams([first])) == ["debounced"]
+    assert await backend.enqueue_jobs(EnqueueJobsParams([moved])) == ["debounced"]
+    debounced = await backend.get_job(GetJobParams("debounced"))
+    assert debounced is not None
+    assert (debounced.args, debounced.scheduled_at) == ({"v": 3}, now + timedelta(minutes=1))
+
+    # A window that has ended, on a key nobody enqueued again: the prune takes it after the old row.
+    stale = job("stale", unique_window=UniqueWindow("weekly", past, now - timedelta(minutes=1)))
+    assert await backend.enqueue_jobs(EnqueueJobsParams([stale])) == ["stale"]
+    assert await backend.prune_jobs(PruneJobsParams(limit=10)) == 1  # the old row; the window is no job row
+    assert await backend.get_job(GetJobParams("old-done")) is None
+    windows = await raw.fetch(f"SELECT key, job_id FROM {quoted}.soniq_unique_windows")
+    assert {row["key"]: row["job_id"] for row in windows} == {"nightly": "live"}

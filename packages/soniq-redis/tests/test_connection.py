@@ -84,6 +84,9 @@ async def test_capabilities() -> None:
         "VersionedJobs",
         "JobProgressStore",
         "JobLogStore",
+        "UniqueWindows",
+        "DebouncedJobs",
+        "KeyRotationStore",
     }
     assert caps.push_job_changes is True
 

@@ -2,7 +2,8 @@
 from version 1 (through `job_names`, 2), from version 2 (worker state and dashboard indexes, 3) and from version 3,
 up to schedules, the leader lease and `soniq_jobs.expires_at` (4), on to 6
 (test_dependencies_cancels_and_limits.py) and 7 (test_pauses_steps_and_versions.py), and from a populated
-version-7 file to 8 (job progress and job logs)."""
+version-7 file to 8 (job progress and job logs); from a populated version-8 file to 9 (unique windows
+and debounced jobs) in test_unique_windows_and_debounce.py."""
 
 from __future__ import annotations
 
@@ -55,7 +56,7 @@ def _file_at(path: Path, version: int) -> None:
 
 @pytest.mark.parametrize("start", [1, 2, 3])
 async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start: int, db_path: Path) -> None:
-    assert SCHEMA_VERSION == 8
+    assert SCHEMA_VERSION == 9
     _file_at(db_path, start)
 
     backend = SQLiteBackend.from_url(f"sqlite:///{db_path}")
@@ -83,7 +84,7 @@ async def test_an_older_file_upgrades_to_the_latest_and_keeps_its_workers(start:
         await backend.close()
 
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         job_columns = {row[1] for row in conn.execute("PRAGMA table_info(soniq_jobs)")}
@@ -141,7 +142,10 @@ async def test_a_populated_version_7_file_reads_back_without_progress_or_logs_an
     backend = SQLiteBackend.from_url(f"sqlite:///{db_path}")
     try:
         status = await backend.schema_status()
-        assert [(step.version, step.name) for step in status.pending] == [(8, "job progress and job logs")]
+        assert [(step.version, step.name) for step in status.pending] == [
+            (8, "job progress and job logs"),
+            (9, "unique windows and debounced jobs"),
+        ]
         for job_id in ("queued", "running", "done"):
             row = await backend.get_job(GetJobParams(job_id=job_id))
             assert row is not None
@@ -168,7 +172,7 @@ async def test_a_populated_version_7_file_reads_back_without_progress_or_logs_an
         await backend.close()
 
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         job_columns = {row[1] for row in conn.execute("PRAGMA table_info(soniq_jobs)")}
         dead_columns = {row[1] for row in conn.execute("PRAGMA table_info(soniq_dead_letter_jobs)")}
     assert job_columns >= {"progress", "logs"}

@@ -47,6 +47,7 @@ from soniq_contract_tests.suite.claim import ClaimContract
 from soniq_contract_tests.suite.corrupt_rows import CorruptRowContract
 from soniq_contract_tests.suite.dead_letter import DeadLetterContract
 from soniq_contract_tests.suite.dead_letter_bulk import DeadLetterBulkContract
+from soniq_contract_tests.suite.debounced_jobs import DebouncedJobContract
 from soniq_contract_tests.suite.dedup import DedupContract
 from soniq_contract_tests.suite.dependencies import DependencyContract
 from soniq_contract_tests.suite.deploy_day import DeployDayContract
@@ -61,6 +62,7 @@ from soniq_contract_tests.suite.job_names import JobNamesContract
 from soniq_contract_tests.suite.job_progress import JobProgressContract
 from soniq_contract_tests.suite.job_steps import JobStepContract
 from soniq_contract_tests.suite.job_versions import VersionedJobsContract
+from soniq_contract_tests.suite.key_rotation import KeyRotationContract
 from soniq_contract_tests.suite.leases import LeaseContract
 from soniq_contract_tests.suite.limits import LimitContract
 from soniq_contract_tests.suite.nack import NackContract
@@ -80,6 +82,7 @@ from soniq_contract_tests.suite.settle import SettleContract
 from soniq_contract_tests.suite.stats import QueueStatsContract
 from soniq_contract_tests.suite.status_rule import StatusRuleContract
 from soniq_contract_tests.suite.transactional_enqueue import TransactionalEnqueueContract
+from soniq_contract_tests.suite.unique_windows import UniqueWindowContract
 from soniq_contract_tests.suite.worker_processes import WorkerProcessContract
 from soniq_contract_tests.suite.workers import PrepareWorkerContract, WaitForJobsContract, WorkerContract
 
@@ -133,6 +136,11 @@ class BackendContractSuite(
     # -- progress and job logs
     JobProgressContract,
     JobLogContract,
+    # -- unique windows and debounce
+    UniqueWindowContract,
+    DebouncedJobContract,
+    # -- encryption: re-sealing stored values under a new key
+    KeyRotationContract,
 ):
     """The whole backend contract. Subclass it and override `soniq_backend_factory`."""
 

@@ -22,6 +22,7 @@ from soniq import features
 from soniq.app_context import AppContext
 from soniq.backend import QueueStore, check_backend
 from soniq.backend_names import pool_options
+from soniq.batches import Batching, register_finisher
 from soniq.bus import ObservationBus
 from soniq.compat.app import CompatApp, backend_from_argument, job_budget
 from soniq.dead_letter import DeadLetterService
@@ -32,7 +33,7 @@ from soniq.job_views import job_dict as job_dict
 from soniq.metrics import MetricsSink, NullMetricsSink
 from soniq.observers import Observer
 from soniq.params import GroupLimit, SetupSchemaParams
-from soniq.producing import Producing, add_enqueue_helpers
+from soniq.producing import add_enqueue_helpers
 from soniq.queue_pause import QueuePausing
 from soniq.reading import Reading
 from soniq.reading import request_cancel as request_cancel
@@ -44,7 +45,7 @@ from soniq.scheduling.service import PeriodicSpec, Scheduler
 from soniq.scheduling.timing import Timing
 from soniq.settings import Settings
 from soniq.sync_bridge import SyncBridge
-from soniq.validation import check_priority, check_queue_name
+from soniq.validation import JobOptionsError, check_priority, check_queue_name
 from soniq.waiting import JobWaiter
 from soniq.worker.worker import Worker
 from soniq.worker_event import run_until_event
@@ -57,7 +58,7 @@ logger = logging.getLogger("soniq")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class Soniq(Producing, Reading, QueuePausing, CompatApp):
+class Soniq(Batching, Reading, QueuePausing, CompatApp):
     """One application's queue: ``app = Soniq("postgresql://...")``.
 
     `extra_observers` adds observer objects to those loaded from the
@@ -92,6 +93,7 @@ class Soniq(Producing, Reading, QueuePausing, CompatApp):
         self._backend: QueueStore | None = backend
         self._backend_from_url = backend is None
         self.registry = JobRegistry()
+        register_finisher(self)
         self.metrics: MetricsSink = metrics_sink or NullMetricsSink()
         # `observers` (SONIQ_OBSERVERS) is the setting naming entry points to load; objects come in here.
         self.observers: list[Observer] = list(extra_observers or [])
@@ -163,6 +165,10 @@ class Soniq(Producing, Reading, QueuePausing, CompatApp):
         limit_key: str | Callable[[Mapping[str, Any]], Any] | None = None,
         version: int = 1,
         upgrades: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+        unique_for: float | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        encrypted: bool = False,
     ) -> Callable[[F], F]: ...
 
     def job(
@@ -188,6 +194,10 @@ class Soniq(Producing, Reading, QueuePausing, CompatApp):
         limit_key: str | Callable[[Mapping[str, Any]], Any] | None = None,
         version: int = 1,
         upgrades: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] | None = None,
+        unique_for: float | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
+        encrypted: bool = False,
     ) -> F | Callable[[F], F]:
         """Register an ``async def`` (runs on the loop) or plain ``def`` (runs in the sync pool).
 
@@ -205,6 +215,16 @@ class Soniq(Producing, Reading, QueuePausing, CompatApp):
         enqueued them. `upgrades` maps each older version `old` to a function taking a row's
         arguments dict from `old` to ``old + 1``: a worker runs older rows through the chain
         before calling the handler, and never claims a row newer than its own version.
+
+        `unique_for` (seconds) enqueues at most one run per key per window, whatever becomes of
+        it; `debounce` (seconds) makes a repeat enqueue replace the queued run's arguments and
+        push its start, never past the first enqueue plus `debounce_max_wait` (default ten times
+        `debounce`). The key is the enqueue's `dedup_key`, else the job's name and its bound
+        arguments. Either can be given per enqueue too; see docs/user-guide.md.
+
+        `encrypted=True` stores the job's arguments, result and progress message sealed with the
+        first of the `encryption_keys` setting (Fernet; ``pip install 'soniq-core[encryption]'``);
+        without a key it is refused here.
         """
         budget, model, model_option = job_budget(
             retries=retries, max_retries=max_retries, args_model=args_model, validate=validate
@@ -222,12 +242,21 @@ class Soniq(Producing, Reading, QueuePausing, CompatApp):
             "limit_key": limit_key,
             "version": version,
             "upgrades": upgrades,
+            "unique_for": unique_for,
+            "debounce": debounce,
+            "debounce_max_wait": debounce_max_wait,
+            "encrypted": encrypted,
         }
 
         def register(fn: F) -> F:
             job_queue = self._name_and_queue(fn, name, queue)
             check_queue_name(job_queue, what="job queue")
             check_priority(priority)
+            if encrypted is True and not self.settings.encryption_keys:
+                raise JobOptionsError(
+                    "encrypted=True needs the encryption_keys setting (SONIQ_ENCRYPTION_KEYS): there is no key "
+                    "to seal with; make one with `soniq keys generate`"
+                )
             self.registry.add(
                 fn, name=name, queue=job_queue, max_retries=budget, priority=priority, timeout=timeout, extra=extra
             )

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from soniq import features
+from soniq.encryption import shown
 from soniq.errors import DeadLetterNotFoundError as DeadLetterNotFoundError
 from soniq.params import (
     DeadLetterFilter as StoreFilter,
@@ -177,7 +178,7 @@ class DeadLetterService:
             offset -= len(skipped.rows)
             before = skipped.next_cursor
         page = await backend.dead_letter_page(replace(wanted, before=before, limit=offset + limit))
-        return [row.to_dict() for row in page.rows[offset:]]
+        return [_shown(row.to_dict()) for row in page.rows[offset:]]
 
     async def get(self, job_id: str) -> dict[str, Any] | None:
         """The dead-letter row, or None (also for an id no store can hold: see `soniq.validation.lookup_id`)."""
@@ -187,7 +188,7 @@ class DeadLetterService:
             return None
         backend = await self._store()
         row = await backend.get_dead_letter(GetDeadLetterParams(job_id=key))
-        return row.to_dict() if row else None
+        return _shown(row.to_dict()) if row else None
 
     async def replay(
         self,
@@ -363,3 +364,10 @@ def _check_overrides(
             raise JobOptionsError(f"new_priority: {exc}") from None
     if new_queue is not None:
         check_queue_name(new_queue, what="new_queue")
+
+
+def _shown(data: dict[str, Any]) -> dict[str, Any]:
+    """A dead-letter row with sealed arguments and result read ``"encrypted"`` (`soniq.encryption`)."""
+    data["args"] = shown(data.get("args"))
+    data["result"] = shown(data.get("result"))
+    return data

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from soniq.encryption import SHOWN, is_sealed_text, shown
 from soniq.records import DeadLetterRecord, JobRecord, JobStatus
 
 __all__ = ["dead_letter_job_dict", "job_dict"]
@@ -20,6 +21,7 @@ def job_dict(row: JobRecord, *, with_result: bool = True) -> dict[str, Any]:
     data = row.to_dict()
     if not with_result:
         data["result"] = None
+    shown_sealed(data)
     data["error_from_earlier_attempt"] = row.status is JobStatus.DONE and row.last_error is not None
     return data
 
@@ -36,4 +38,14 @@ def dead_letter_job_dict(row: DeadLetterRecord) -> dict[str, Any]:
         progress=None,
         error_from_earlier_attempt=False,
     )
+    shown_sealed(data)
     return data
+
+
+def shown_sealed(data: dict[str, Any]) -> None:
+    """Sealed arguments, result and progress message read ``"encrypted"`` (see `soniq.encryption`)."""
+    for field in ("args", "result"):
+        data[field] = shown(data.get(field))
+    progress = data.get("progress")
+    if isinstance(progress, dict) and is_sealed_text(progress.get("message")):
+        data["progress"] = {**progress, "message": SHOWN}

@@ -198,6 +198,30 @@ class SaveProgressParams:
 
 
 @dataclass(frozen=True, slots=True)
+class SealedRowsParams:
+    """A page of rows holding sealed values (`KeyRotationStore.sealed_rows`)."""
+
+    cursor: str | None = None
+    """Where the previous page ended (its `SealedRowPage.next_cursor`); None: the start."""
+    limit: int = 500
+
+
+@dataclass(frozen=True, slots=True)
+class ResealRowParams:
+    """Replace sealed values of one row, each only if it is still what was read (`KeyRotationStore.reseal_row`).
+
+    Each field is None (leave it) or ``(old_json, new_json)``: the JSON text `sealed_rows` returned
+    for it and the text to store instead."""
+
+    table: str
+    """``"jobs"`` or ``"dead_letter"``, as `SealedRow.table` said."""
+    id: str
+    args_json: tuple[str, str] | None = None
+    result_json: tuple[str, str] | None = None
+    progress_json: tuple[str, str] | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class SaveJobLogsParams:
     job_id: str
     worker_id: str

@@ -8,14 +8,16 @@ are `add_enqueue_helpers`' and `BoundEnqueue`'s, at the end.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from soniq import features
-from soniq.backend import VersionedJobs, require_role
+from soniq.backend import DebouncedJobs, UniqueWindows, VersionedJobs, require_role
 from soniq.dedup import resolve_dedup_key
 from soniq.dependencies import DependsOn, JobCall, check_batch, check_policy, normalize_depends_on
+from soniq.encryption import cipher_for
 from soniq.errors import SoniqError, UnknownJobError
 from soniq.observers import EnqueueEvent
 from soniq.params import EnqueueJobsParams
@@ -24,6 +26,7 @@ from soniq.registry import JobDefinition, default_job_name
 from soniq.routing import TaskRef, resolve_producer_id
 from soniq.serialization import new_job_ids
 from soniq.validation import JobOptionsError, check_priority, check_queue_name, encode_args, resolve_scheduled_at
+from soniq.windows import NO_TIMING, KeyTiming, timing_key
 
 if TYPE_CHECKING:
     from soniq.backend import QueueStore
@@ -72,6 +75,9 @@ class Producing:
         dedup_key: str | None = None,
         depends_on: DependsOn = None,
         dependency_policy: DependencyPolicy | str = DependencyPolicy.CANCEL,
+        unique_for: float | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
         **kwargs: Any,
     ) -> str:
         """Queue one run of a registered job with keyword arguments; returns its id.
@@ -86,6 +92,10 @@ class Producing:
         is `done`; when one is cancelled or dead-lettered, `dependency_policy` ``"cancel"`` (the
         default) cancels this job too and ``"run"`` runs it anyway. An id no job has is
         `UnknownDependencyError`, and nothing is stored.
+
+        `unique_for`, `debounce` and `debounce_max_wait` (seconds) override the job's own (see
+        `Soniq.job`): within a window, or while a debounced run is still queued, the enqueue
+        returns the id of the job holding the key.
         """
         if args is not None and kwargs:
             raise TypeError("pass job arguments either as keywords or as args={...}, not both")
@@ -102,6 +112,7 @@ class Producing:
             dedup_key=dedup_key,
             depends_on=deps,
             dependency_policy=check_policy(dependency_policy),
+            timing=_call_timing(unique_for, debounce, debounce_max_wait),
         )
         if deps:
             check_batch([job])
@@ -121,12 +132,16 @@ class Producing:
         unique: bool | None = None,
         depends_on: DependsOn = None,
         dependency_policy: DependencyPolicy | str = DependencyPolicy.CANCEL,
+        unique_for: float | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
     ) -> list[str]:
         """Queue many runs of one job in one insert (all or none); returns their ids in order.
 
         With `unique=True`, items whose arguments repeat an earlier item (or a queued job) get
         that job's id; their positions in the returned list say so. `depends_on` and
-        `dependency_policy` (see `enqueue`) apply to every item.
+        `dependency_policy` (see `enqueue`) apply to every item, and so do `unique_for` and
+        `debounce`: items sharing a key get one id (a debounced one, the last item's arguments).
         """
         definition = self._definition(fn_or_name)
         self._check_connection(connection)
@@ -142,6 +157,7 @@ class Producing:
             unique=unique,
             depends_on=deps,
             dependency_policy=policy,
+            timing=_call_timing(unique_for, debounce, debounce_max_wait),
         )
         if not jobs:
             return []
@@ -171,6 +187,7 @@ class Producing:
                 scheduled_at=call.scheduled_at,
                 unique=False,
                 depends_on=(jobs[-1].id,) if jobs else (),
+                timing=NO_TIMING,
             )
             jobs.append(job)
         check_batch(jobs)
@@ -189,6 +206,9 @@ class Producing:
         dedup_key: str | None = None,
         depends_on: DependsOn = None,
         dependency_policy: DependencyPolicy | str = DependencyPolicy.CANCEL,
+        unique_for: float | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
         **kwargs: Any,
     ) -> str:
         """`enqueue` for synchronous code, from any thread that is not running an event loop.
@@ -206,6 +226,9 @@ class Producing:
             dedup_key=dedup_key,
             depends_on=depends_on,
             dependency_policy=dependency_policy,
+            unique_for=unique_for,
+            debounce=debounce,
+            debounce_max_wait=debounce_max_wait,
             **kwargs,
         )
         return self._sync.run(coroutine, what="enqueue")
@@ -221,6 +244,9 @@ class Producing:
         scheduled_at: ScheduleAt = None,
         depends_on: DependsOn = None,
         dependency_policy: DependencyPolicy | str = DependencyPolicy.CANCEL,
+        unique_for: float | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
     ) -> list[str]:
         """`enqueue_many` for synchronous code; see `enqueue_sync`."""
         coroutine = self.enqueue_many(
@@ -231,6 +257,9 @@ class Producing:
             scheduled_at=scheduled_at,
             depends_on=depends_on,
             dependency_policy=dependency_policy,
+            unique_for=unique_for,
+            debounce=debounce,
+            debounce_max_wait=debounce_max_wait,
         )
         return self._sync.run(coroutine, what="enqueue_many")
 
@@ -257,10 +286,12 @@ class Producing:
         producer_id: str | None = None,
         depends_on: tuple[str, ...] = (),
         dependency_policy: DependencyPolicy = DependencyPolicy.CANCEL,
+        timing: KeyTiming | None = None,
     ) -> list[NewJob]:
         """Validate and build rows; everything shared by the batch is worked out once.
 
-        A job without dependencies and without a `limit_key` gets neither field set (the common case)."""
+        A job without dependencies and without a `limit_key` gets neither field set (the common case).
+        `timing` None means the job's own `unique_for` / `debounce`; `NO_TIMING` means none."""
         if producer_id is None:  # every row says which producer wrote it
             producer_id = resolve_producer_id(self.settings.producer_id)
         if queue is not None:
@@ -274,6 +305,15 @@ class Producing:
         # `unique` on the call wins; otherwise the job's own default (the decorator's `unique=`).
         wants_unique = bool(getattr(definition, "unique", False)) if unique is None else unique
         limit = self.settings.max_args_bytes
+        timing = definition.timing if timing is None else timing
+        now: datetime | None = None  # only a window or debounce reads the clock here
+        if timing.active:
+            _check_timing(timing, scheduled_at=scheduled_at, depends_on=depends_on)
+            now = datetime.now(UTC)
+        # An encrypted job's arguments are sealed last, after every key was derived from them.
+        cipher = (
+            cipher_for(self.settings.encryption_keys) if definition.encrypted or self.settings.encrypt_all else None
+        )
         ids = new_job_ids(len(kwargs_list))
         limits = definition.limits
         keyed = limits if limits is not None and limits.limit_key is not None else None
@@ -304,6 +344,12 @@ class Producing:
                     dependency_policy=dependency_policy,
                     limit_key=keyed.key_for(name, checked) if keyed is not None else None,
                 )
+            if now is not None:
+                key = timing_key(timing, name, checked, dedup_key=dedup_key, signature=definition.call_signature)
+                job = timing.apply(job, key, now)
+            if cipher is not None:
+                sealed = cipher.seal(checked)
+                job = dataclasses.replace(job, args=sealed, args_json=json.dumps(sealed, separators=(",", ":")))
             jobs.append(job)
         return jobs
 
@@ -329,6 +375,12 @@ class Producing:
             features.require_dependencies(self.backend)
         if any(job.limit_key is not None for job in jobs):
             features.require_limits(self.backend)
+        if any(job.unique_window is not None for job in jobs):
+            protocol_windows: Any = UniqueWindows
+            require_role(self.backend, protocol_windows, "unique windows (unique_for=)")
+        if any(job.debounce_deadline is not None for job in jobs):
+            protocol_debounce: Any = DebouncedJobs
+            require_role(self.backend, protocol_debounce, "debounce (debounce=)")
         if any(job.version > 1 for job in jobs):
             protocol: Any = VersionedJobs  # a protocol class in the call trips mypy's type-abstract check
             require_role(self.backend, protocol, "job versions (version= above 1)")
@@ -362,20 +414,50 @@ class Producing:
 
 
 def collapse_duplicates(jobs: list[NewJob]) -> tuple[list[NewJob], list[int]]:
-    """The jobs to send (a later job repeating an earlier one's `dedup_key` is dropped) and,
-    for each given job, the index of the sent job whose id it gets."""
+    """The jobs to send (a later job repeating an earlier one's `dedup_key` or window key is
+    dropped; a repeated debounced job lends its arguments and start to the earlier one, as a
+    repeat enqueue would) and, for each given job, the index of the sent job whose id it gets."""
     sent: list[NewJob] = []
-    by_key: dict[str, int] = {}
+    by_key: dict[tuple[bool, str], int] = {}
     positions: list[int] = []
     for job in jobs:
-        if job.dedup_key is not None and job.dedup_key in by_key:
-            positions.append(by_key[job.dedup_key])
+        window = job.unique_window
+        key = (True, window.key) if window is not None else (False, job.dedup_key) if job.dedup_key else None
+        if key is not None and key in by_key:
+            index = by_key[key]
+            positions.append(index)
+            first = sent[index]
+            if job.debounce_deadline is not None and first.debounce_deadline is not None:
+                start = min(job.scheduled_at, first.debounce_deadline)
+                sent[index] = dataclasses.replace(first, args=job.args, args_json=job.args_json, scheduled_at=start)
             continue
-        if job.dedup_key is not None:
-            by_key[job.dedup_key] = len(sent)
+        if key is not None:
+            by_key[key] = len(sent)
         positions.append(len(sent))
         sent.append(job)
     return sent, positions
+
+
+def _call_timing(unique_for: object, debounce: object, debounce_max_wait: object) -> KeyTiming | None:
+    """The timing an enqueue gives, which replaces the job's own; None when it gives none."""
+    if unique_for is None and debounce is None and debounce_max_wait is None:
+        return None
+    return KeyTiming.of(unique_for=unique_for, debounce=debounce, debounce_max_wait=debounce_max_wait)
+
+
+def _check_timing(timing: KeyTiming, *, scheduled_at: object, depends_on: tuple[str, ...]) -> None:
+    """Refuse what a window or debounce cannot be combined with, naming both options."""
+    option = "unique_for" if timing.unique_for is not None else "debounce"
+    if depends_on:
+        raise JobOptionsError(
+            f"{option} cannot be combined with depends_on: a job that waits for others is never "
+            "deduplicated; enqueue it without one of them"
+        )
+    if timing.debounce is not None and scheduled_at is not None:
+        raise JobOptionsError(
+            "debounce cannot be combined with scheduled_at: a debounced job starts debounce seconds "
+            "after its latest enqueue (at most debounce_max_wait after its first)"
+        )
 
 
 class BoundEnqueue:
@@ -429,6 +511,9 @@ def add_enqueue_helpers(app: Producing, fn: Callable[..., Any]) -> None:
         connection: Any = None,
         depends_on: DependsOn = None,
         dependency_policy: DependencyPolicy | str | None = None,
+        unique_for: float | None = None,
+        debounce: float | None = None,
+        debounce_max_wait: float | None = None,
     ) -> BoundEnqueue:
         chosen: dict[str, Any] = {"queue": queue, "priority": priority, "scheduled_at": scheduled_at}
         # Passed on only when given, so the enqueue signature decides what they mean.
@@ -438,6 +523,9 @@ def add_enqueue_helpers(app: Producing, fn: Callable[..., Any]) -> None:
             ("connection", connection),
             ("depends_on", depends_on),
             ("dependency_policy", dependency_policy),
+            ("unique_for", unique_for),
+            ("debounce", debounce),
+            ("debounce_max_wait", debounce_max_wait),
         )
         for key, value in given:
             if value is not None:

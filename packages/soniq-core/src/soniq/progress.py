@@ -17,6 +17,7 @@ from typing import Any
 
 from soniq.backend import JobProgressStore, require_role
 from soniq.coalesce import CoalescedWriter
+from soniq.encryption import SHOWN
 from soniq.errors import ProgressValueError
 from soniq.params import SaveProgressParams
 
@@ -93,6 +94,7 @@ class JobProgress:
         job_id: str,
         worker_id: str,
         on_stored: Callable[[dict[str, Any]], None] | None = None,
+        seal_text: Callable[[str], str] | None = None,
     ) -> None:
         self._store: JobProgressStore | None = None
         if backend is not None:
@@ -101,6 +103,8 @@ class JobProgress:
         self._job_id = job_id
         self._worker_id = worker_id
         self._on_stored = on_stored
+        self._seal_text = seal_text
+        """An encrypted job's: its message is stored sealed, and observers see ``"encrypted"``."""
         self._writer = CoalescedWriter(self._write, PROGRESS_INTERVAL)
         self._lost = False
         self.value: dict[str, Any] | None = None
@@ -115,7 +119,11 @@ class JobProgress:
         value, store = self.value, self._store
         if value is None or store is None or self._lost:
             return
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        if self._seal_text is not None and value.get("message") is not None:
+            text = json.dumps({**value, "message": self._seal_text(value["message"])}, separators=(",", ":"))
+            value = {**value, "message": SHOWN}
+        else:
+            text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         try:
             written = await store.save_progress(
                 SaveProgressParams(job_id=self._job_id, worker_id=self._worker_id, progress_json=text)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from soniq import features
 from soniq.backend import CancelChannel, DeadLetterStore, QueueStore, has_role
+from soniq.encryption import opened
 from soniq.errors import JobNotFoundError
 from soniq.job_logs import decode_job_logs
 from soniq.job_views import dead_letter_job_dict, job_dict
@@ -116,14 +117,15 @@ class Reading:
         row = await backend.get_job(GetJobParams(job_id=key))
         if row is None or row.status is not JobStatus.DONE or row.result is None:
             return None
+        result = opened(row.result, self.settings.encryption_keys)
         if result_model is None:
-            return row.result
+            return result
         validate = getattr(result_model, "model_validate", None)
         if callable(validate):
-            return validate(row.result)
-        if isinstance(row.result, Mapping):
-            return result_model(**row.result)
-        return result_model(row.result)
+            return validate(result)
+        if isinstance(result, Mapping):
+            return result_model(**result)
+        return result_model(result)
 
     async def delete_job(self, job_id: str) -> bool:
         """Delete a job's row whatever its status; False when there was none.
@@ -246,7 +248,7 @@ class Reading:
         waiter = self._waiters.get(loop)
         if waiter is None:
             waiter = self._waiters[loop] = JobWaiter(self.context)
-        return await waiter.wait(key, limit)
+        return opened(await waiter.wait(key, limit), self.settings.encryption_keys)
 
     def wait_for_sync(self, job_id: str, timeout: float | None = None) -> Any:
         """`wait_for` for synchronous code; see `enqueue_sync`. Blocks the calling thread."""

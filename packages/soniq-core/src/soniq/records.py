@@ -55,6 +55,8 @@ class DeadLetterReason(str, enum.Enum):
     """An upgrade function raised or returned something that is not a JSON object."""
     NACK_LIMIT = "nack_limit"
     """The row's handler was cut off by `max_shutdown_nacks` shutdowns without finishing."""
+    UNDECRYPTABLE = "undecryptable"
+    """The row's sealed arguments open with none of the configured `encryption_keys`."""
 
 
 class DependencyPolicy(str, enum.Enum):
@@ -119,6 +121,26 @@ class NewJob:
     from the job's arguments; stored as is."""
     version: int = 1
     """The version of the job's code that enqueued it (see `VersionedJobs`)."""
+    # -- unique windows and debounce -------------------------------------------
+    unique_window: UniqueWindow | None = None
+    """Hold `unique_window.key` for a window whatever the row's state (see `UniqueWindows`);
+    such a job carries no `dedup_key`. None: no window."""
+    debounce_deadline: datetime | None = None
+    """A debounced job: the latest `scheduled_at` its row may ever get, stored with the row; a
+    repeat enqueue with the same `dedup_key` moves the queued row instead of inserting (see
+    `DebouncedJobs`). None: not debounced."""
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueWindow:
+    """A key held for a window from an enqueue on, whatever becomes of the job (`unique_for=`).
+
+    Times come from the producer's clock, so the store compares them without a clock of its own:
+    a stored window whose `expires_at` is after this window's `starts_at` still holds the key."""
+
+    key: str
+    starts_at: datetime
+    expires_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +247,26 @@ class DeadLetterRecord:
         data = asdict(self)
         data["args"] = dict(self.args)
         return data
+
+
+@dataclass(frozen=True, slots=True)
+class SealedRow:
+    """One stored row that may hold sealed values (`KeyRotationStore`): each field's JSON text as
+    stored, None where the row has no value there."""
+
+    table: str
+    """``"jobs"`` (a `soniq_jobs` row) or ``"dead_letter"``."""
+    id: str
+    args_json: str | None
+    result_json: str | None
+    progress_json: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SealedRowPage:
+    rows: list[SealedRow]
+    next_cursor: str | None
+    """Pass it back for the next page; None when this was the last."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from soniq.encryption import SHOWN, is_envelope, is_sealed_text
+
 MASK = "***"
 
 # scheme://user:password@host  (the password may contain anything but '@', '/' and whitespace)
@@ -94,6 +96,8 @@ def redact_data(value: Any, *, _depth: int = 0) -> Any:
     """
     if _depth > _MAX_DEPTH:
         return MASK
+    if is_envelope(value) or is_sealed_text(value):
+        return SHOWN  # an encrypted job's value: only the word, never the ciphertext
     if isinstance(value, str):
         return redact_text(value)
     if isinstance(value, dict):

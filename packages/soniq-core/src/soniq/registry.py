@@ -14,6 +14,7 @@ from soniq.errors import UnknownJobError
 from soniq.limits import JobLimits, job_limits
 from soniq.outcomes import HandlerKind
 from soniq.validation import JobOptionsError, check_job_timeout
+from soniq.windows import NO_TIMING, KeyTiming
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +99,11 @@ class JobDefinition:
     """The version of the job's code: rows it enqueues carry it, and its workers run rows up to it."""
     upgrades: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = field(default_factory=dict, compare=False)
     """``{old: fn}``: `fn` takes the arguments of a version-`old` row to version ``old + 1``."""
+    encrypted: bool = False
+    """Arguments, result and progress message stored sealed (`soniq.encryption`)."""
+    # -- unique windows and debounce --
+    timing: KeyTiming = NO_TIMING
+    """The job's own `unique_for` or `debounce` (and `debounce_max_wait`); inactive by default."""
 
     def job_meta(self) -> dict[str, Any]:
         """The job's options under 0.1.0's names, as its `retry_policy.delay_for` received them."""
@@ -174,6 +180,9 @@ def validate_job_options(*, name: str, queue: str, max_retries: int, priority: i
 class JobRegistry:
     def __init__(self) -> None:
         self._jobs: dict[str, JobDefinition] = {}
+        self._internal: dict[str, JobDefinition] = {}
+        """Core's own jobs (a batch's finisher): run by every worker that runs any job, and left
+        out of `names`, `definitions` and `len`, which list the application's jobs."""
         self.changes = 0
         """Bumped by every `add`, so derived views (the app's group limits) know when to rebuild."""
 
@@ -187,6 +196,7 @@ class JobRegistry:
         priority: int,
         timeout: float | None,
         extra: Mapping[str, Any] | None = None,
+        internal: bool = False,
     ) -> JobDefinition:
         if not callable(func):
             raise TypeError(f"@app.job decorates a function, got {func!r}")
@@ -200,6 +210,8 @@ class JobRegistry:
             )
         job_name = name or default_job_name(func)
         validate_job_options(name=job_name, queue=queue, max_retries=max_retries, priority=priority, timeout=timeout)
+        if not internal and job_name in self._internal:
+            raise JobOptionsError(f"the job name {job_name!r} is Soniq's own; choose another name")
         existing = self._jobs.get(job_name)
         if existing is not None and existing.func is not func:
             raise ValueError(f"a job named {job_name!r} is already registered ({default_job_name(existing.func)})")
@@ -209,6 +221,18 @@ class JobRegistry:
         if version > 1:
             fields["version"] = version
             fields["upgrades"] = upgrades
+        encrypted = options.get("encrypted", False)
+        if not isinstance(encrypted, bool):
+            raise JobOptionsError(f"encrypted must be True or False, got {encrypted!r}")
+        if encrypted:
+            fields["encrypted"] = True
+        timing = KeyTiming.of(
+            unique_for=options.get("unique_for"),
+            debounce=options.get("debounce"),
+            debounce_max_wait=options.get("debounce_max_wait"),
+        )
+        if timing.active:
+            fields["timing"] = timing
         limits = job_limits(
             func,
             max_concurrent=options.get("max_concurrent"),
@@ -228,6 +252,9 @@ class JobRegistry:
             limits=limits,
             **fields,
         )
+        if internal:
+            self._internal[job_name] = definition
+            return definition
         self._jobs[job_name] = definition
         self.changes += 1
         return definition
@@ -237,7 +264,7 @@ class JobRegistry:
         return [self._jobs[name] for name in sorted(self._jobs)]
 
     def get(self, name: str) -> JobDefinition | None:
-        return self._jobs.get(name)
+        return self._jobs.get(name) or self._internal.get(name)
 
     def require(self, name: str) -> JobDefinition:
         definition = self._jobs.get(name)
@@ -254,6 +281,10 @@ class JobRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._jobs)
+
+    def runnable_names(self) -> list[str]:
+        """What a worker claims: the application's jobs and, when it has any, core's own."""
+        return sorted([*self._jobs, *self._internal]) if self._jobs else []
 
     def modules(self) -> set[str]:
         return {d.func.__module__ for d in self._jobs.values()}

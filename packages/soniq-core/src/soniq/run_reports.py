@@ -34,6 +34,7 @@ class RunReports:
         worker_id: str = "",
         log_max_bytes: int = DEFAULT_LOG_MAX_BYTES,
         on_progress: Callable[[dict[str, Any]], None] | None = None,
+        seal_text: Callable[[str], str] | None = None,
     ) -> None:
         self._backend = backend
         self._job_id = job_id
@@ -41,6 +42,7 @@ class RunReports:
         self._worker_id = worker_id
         self._log_max_bytes = log_max_bytes
         self._on_progress = on_progress
+        self._seal_text = seal_text
         self._loop: asyncio.AbstractEventLoop | None = None
         if backend is not None:
             self._loop = asyncio.get_running_loop()
@@ -57,6 +59,7 @@ class RunReports:
                     job_id=self._job_id,
                     worker_id=self._worker_id,
                     on_stored=self._on_progress,
+                    seal_text=self._seal_text,
                 )
             return self._progress
 

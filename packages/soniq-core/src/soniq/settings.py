@@ -16,6 +16,8 @@ from typing import Any
 
 from soniq.backend.options import parse_bool
 from soniq.compat.settings import read_env_file, translate
+from soniq.encryption import INSTALL_HINT, check_keys
+from soniq.encryption import available as encryption_available
 from soniq.errors import SettingsError
 from soniq.limits import queue_group_limits
 from soniq.params import GroupLimit
@@ -211,12 +213,20 @@ class Settings:
     event_loop: str = "auto"
     """The event loop ``soniq worker`` runs on: ``auto`` (uvloop when it is installed, as with
     ``pip install soniq-core[speed]``), ``uvloop`` (required: refuses to start without it) or ``asyncio``."""
+    # -- encryption --
+    encryption_keys: tuple[str, ...] = ()
+    """Fernet keys, newest first (``SONIQ_ENCRYPTION_KEYS``, comma-separated): the first seals, every
+    one opens (see soniq.encryption). Never shown in a repr."""
+    encrypt_all: bool = False
+    """Seal every job's arguments, result and progress message, not only ``@app.job(encrypted=True)``'s."""
 
     def __repr__(self) -> str:
         # Settings end up in tracebacks and error trackers: never with the database password.
         shown = ", ".join(
             f"{f.name}={redact_url(self.database_url)!r}"
             if f.name == "database_url" and self.database_url
+            else f"{f.name}=<{len(self.encryption_keys)} key(s)>"
+            if f.name == "encryption_keys"
             else f"{f.name}={getattr(self, f.name)!r}"
             for f in fields(self)
         )
@@ -290,6 +300,13 @@ class Settings:
                 raise SettingsError(other, other_says)
             raise SettingsError(named, says)
 
+        if self.encrypt_all and not self.encryption_keys:
+            refuse(
+                "encrypt_all",
+                "needs encryption_keys (SONIQ_ENCRYPTION_KEYS): there is no key to seal with",
+                "encryption_keys",
+                "must hold at least one key when encrypt_all is set",
+            )
         low, high = self.pool_min_size, self.pool_max_size
         if low is not None and high is not None and low > high:
             refuse(
@@ -445,7 +462,19 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "result_ttl": _seconds(0.0, MAX_RETENTION_SECONDS, optional=True),
     "queue_limits": lambda name, value: _queue_limits(name, value),
     "event_loop": lambda name, value: _choice(name, value, EVENT_LOOPS),
+    "encryption_keys": lambda name, value: _encryption_keys(name, value),
+    "encrypt_all": _parse_bool,
 }
+
+
+def _encryption_keys(name: str, value: Any) -> tuple[str, ...]:
+    try:
+        keys = check_keys(value)
+    except ValueError as exc:
+        raise SettingsError(name, str(exc)) from None
+    if keys and not encryption_available():
+        raise SettingsError(name, f"encryption needs the cryptography package: {INSTALL_HINT}")
+    return keys
 
 
 # -- parsers of the producer, name and connection settings --

@@ -74,6 +74,7 @@ from soniq.backend import (
     ReplayDeadLetterParams,
     RequestCancelParams,
     RescueJobsParams,
+    ResealRowParams,
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
@@ -83,6 +84,8 @@ from soniq.backend import (
     ScheduleRecord,
     SchemaReport,
     SchemaStatus,
+    SealedRowPage,
+    SealedRowsParams,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
@@ -98,7 +101,7 @@ from soniq.backend import (
     decode_json,
 )
 from soniq.errors import InvalidURLError, SoniqError
-from soniq_memory import cancel, changes, dependencies, reads, schedules
+from soniq_memory import cancel, changes, dependencies, key_rotation, reads, schedules
 from soniq_memory.claim import claim_rows
 from soniq_memory.dependencies import Finish
 from soniq_memory.enqueue import insert_jobs, queued_row
@@ -120,6 +123,9 @@ ROLES = {
     "VersionedJobs": 1,
     "JobProgressStore": 1,
     "JobLogStore": 1,
+    "UniqueWindows": 1,
+    "DebouncedJobs": 1,
+    "KeyRotationStore": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -190,7 +196,7 @@ class MemoryBackend:
         return MappingProxyType(self._store.workers)
 
     def reset(self) -> None:
-        """Forget every job, dead letter, worker, schedule, lease and queue pause in this store."""
+        """Forget every job, dead letter, worker, schedule, lease, queue pause and unique window in this store."""
         with self._store.lock:
             self._store.clear()
 
@@ -756,6 +762,16 @@ class MemoryBackend:
             if logs is None and params.job_id in store.dead_letters:
                 logs = store.dead_logs.get(params.job_id)
             return logs
+
+    # -- sealed values (KeyRotationStore, soniq_memory.key_rotation) ---------------
+
+    async def sealed_rows(self, params: SealedRowsParams, /) -> SealedRowPage:
+        with self._store.lock:
+            return key_rotation.sealed_rows(self._store, params)
+
+    async def reseal_row(self, params: ResealRowParams, /) -> bool:
+        with self._store.lock:
+            return key_rotation.reseal_row(self._store, params)
 
     # -- cancelling running jobs, waiting for jobs ----------------
 

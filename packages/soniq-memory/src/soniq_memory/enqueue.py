@@ -66,19 +66,29 @@ def queued_row(
 
 def insert_jobs(store: MemoryStore, jobs: Sequence[NewJob]) -> list[str]:
     """Insert every job, all or none; returns the stored ids, a job whose `dedup_key` a queued row
-    holds getting that row's id. Rows waiting on a dependency are stored with their edges."""
+    holds, or whose unique window is held, getting that row's id. Rows waiting on a dependency are
+    stored with their edges; a debounced job whose key a debounced queued row holds moves that row."""
     now = store.now()
     seen: set[str] = set()
     aliases: dict[str, str] = {}
+    moves: list[tuple[JobRecord, NewJob, datetime]] = []
     for job in jobs:
         if job.id in seen or job.id in store.jobs:
             raise ValueError(f"a job with id {job.id!r} already exists")
         seen.add(job.id)
         if isinstance(job.version, bool) or not isinstance(job.version, int) or job.version < 1:
             raise ValueError(f"job {job.id!r}: version must be an integer >= 1, got {job.version!r}")
+        if job.unique_window is not None:
+            window_holder = store.window_holder(job.unique_window.key, job.unique_window.starts_at)
+            if window_holder is not None:
+                aliases[job.id] = window_holder
+            continue
         holder = store.dedup_holder(job.dedup_key) if job.dedup_key is not None else None
         if holder is not None:
             aliases[job.id] = holder.id
+            deadline = store.debounce_deadlines.get(holder.id)
+            if job.debounce_deadline is not None and deadline is not None:
+                moves.append((holder, job, deadline))
     # Plan every row before writing any, so a bad job leaves the store untouched.
     plans = dependencies.plan_inserts(store, jobs, aliases)
     rows: list[tuple[JobRecord, tuple[str, ...]]] = []
@@ -106,11 +116,28 @@ def insert_jobs(store: MemoryStore, jobs: Sequence[NewJob]) -> list[str]:
         if plan.cancelled:
             row = replace(row, status=JobStatus.CANCELLED, last_error=plan.last_error, dedup_key=None)
         rows.append((row, plan.pending))
+    # The new args of every debounced move, encoded before anything is written (they may not be JSON).
+    moved = [
+        (holder, json_copy(dict(job.args), what="job args"), min(job.scheduled_at, deadline))
+        for holder, job, deadline in moves
+    ]
+    by_id = {job.id: job for job in jobs}
     for row, pending in rows:
         store.put_job(row)
         dependencies.record_edges(store, row.id, pending)
         if row.dedup_key is not None:
             store.dedup_holders[row.dedup_key] = row.id
-    for queue in {row.queue for row, _ in rows if row.status is JobStatus.QUEUED and row.waiting_on == 0}:
+        job = by_id[row.id]
+        if job.unique_window is not None:
+            store.unique_windows[job.unique_window.key] = (row.id, job.unique_window.expires_at)
+        if job.debounce_deadline is not None:
+            store.debounce_deadlines[row.id] = job.debounce_deadline
+    for holder, args, scheduled_at in moved:
+        # The holder keeps its id, deadline and created_at; only its args and its due time move.
+        store.raw_args.pop(holder.id, None)
+        store.put_job(replace(holder, args=args, scheduled_at=scheduled_at, updated_at=now))
+    woken = {row.queue for row, _ in rows if row.status is JobStatus.QUEUED and row.waiting_on == 0}
+    woken.update(holder.queue for holder, _, _ in moved if holder.waiting_on == 0)
+    for queue in woken:
         store.wake(queue)
     return [aliases.get(job.id, job.id) for job in jobs]

@@ -136,6 +136,9 @@ def prune_jobs(store: MemoryStore, params: PruneJobsParams) -> int:
             victims.append(job_id)
     for job_id in victims:
         store.drop_job(job_id)
+    # Expired unique windows go with the same sweep (bounded alike, not counted as jobs), by the
+    # store's own clock: a `now` given for the rows must not end a window that still holds.
+    store.prune_windows(min(now, store.now()), params.limit)
     return len(victims)
 
 

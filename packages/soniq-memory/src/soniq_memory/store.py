@@ -98,6 +98,12 @@ class MemoryStore:
     """Per rate-limited group: (window start in epoch microseconds, claims in it); an older window counts as empty."""
     pauses: dict[str, PausedQueue] = field(default_factory=dict)
     """Queue name -> its stored pause (`QueuePauseStore`)."""
+    unique_windows: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    """Window key -> (id of the job that took it, the window's `expires_at`) (`UniqueWindows`); an
+    entry whose `expires_at` is not after a new window's `starts_at` no longer holds the key."""
+    debounce_deadlines: dict[str, datetime] = field(default_factory=dict)
+    """Job id -> the `debounce_deadline` its row was stored with (`DebouncedJobs`), kept beside the
+    record and dropped with the row."""
     _last_now: datetime = field(default_factory=lambda: datetime.now(UTC))
     _waiters: set[_Waiter] = field(default_factory=set)
     _change_waiters: set[_ChangeWaiter] = field(default_factory=set)
@@ -158,6 +164,7 @@ class MemoryStore:
             self.dead_logs[row.id] = logs
         else:
             self.dead_logs.pop(row.id, None)
+        self.debounce_deadlines.pop(row.id, None)
         del self.jobs[row.id]
         self.finished(row.id, Finish.DEAD_LETTERED)
 
@@ -165,6 +172,7 @@ class MemoryStore:
         """Delete a `jobs` row and what is kept beside it (raw args, logs); the row, or None."""
         self.raw_args.pop(job_id, None)
         self.job_logs.pop(job_id, None)
+        self.debounce_deadlines.pop(job_id, None)
         return self.jobs.pop(job_id, None)
 
     def drop_dead(self, job_id: str) -> DeadLetterRecord | None:
@@ -198,6 +206,8 @@ class MemoryStore:
         self.watched.clear()
         self.rate_windows.clear()
         self.pauses.clear()
+        self.unique_windows.clear()
+        self.debounce_deadlines.clear()
 
     def export_job(self, row: JobRecord, *, include_result: bool = True) -> JobRecord:
         """The row as a caller sees it: a detached copy, args decoded from raw text if any."""
@@ -223,6 +233,26 @@ class MemoryStore:
         if row is None or row.status is not JobStatus.QUEUED or row.dedup_key != key:
             return None
         return row
+
+    def window_holder(self, key: str, starts_at: datetime) -> str | None:
+        """The id of the job whose window still holds `key` at `starts_at`, if any; an expired
+        entry is dropped on the way (it would be replaced by the next insert anyway)."""
+        held = self.unique_windows.get(key)
+        if held is None:
+            return None
+        holder_id, expires_at = held
+        if expires_at > starts_at:
+            return holder_id
+        if expires_at <= self.now():
+            del self.unique_windows[key]
+        return None
+
+    def prune_windows(self, now: datetime, limit: int) -> int:
+        """Delete up to `limit` windows that expired at or before `now`; how many went."""
+        expired = [key for key, (_, expires_at) in self.unique_windows.items() if expires_at <= now][: max(limit, 0)]
+        for key in expired:
+            del self.unique_windows[key]
+        return len(expired)
 
     # -- wake-up -------------------------------------------------------------
 

@@ -78,6 +78,7 @@ from soniq.backend import (
     ReplayDeadLetterParams,
     RequestCancelParams,
     RescueJobsParams,
+    ResealRowParams,
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
@@ -87,6 +88,8 @@ from soniq.backend import (
     ScheduleRecord,
     SchemaReport,
     SchemaStatus,
+    SealedRowPage,
+    SealedRowsParams,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
@@ -101,7 +104,17 @@ from soniq.backend import (
 )
 from soniq.backend.event_loops import EventLoopBinding
 from soniq.errors import JobArgumentsError, SoniqError
-from soniq_postgres import dependencies, legacy_010, limits, migrations, pooling, reads, schedules, schema_setup
+from soniq_postgres import (
+    dependencies,
+    key_rotation,
+    legacy_010,
+    limits,
+    migrations,
+    pooling,
+    reads,
+    schedules,
+    schema_setup,
+)
 from soniq_postgres.connection import is_connection_fault, open_connection, open_pool, translated
 from soniq_postgres.listener import NotificationListener
 from soniq_postgres.options import DEFAULT_SCHEMA, PostgresOptions, parse_options, quote_ident
@@ -110,11 +123,13 @@ from soniq_postgres.rows import (
     affected,
     claim_order,
     dead_letter_record,
+    debounce_deadlines,
     job_arrays,
     job_record,
     optional_json,
     to_json,
     utc,
+    window_arrays,
     worker_record,
 )
 from soniq_postgres.stale import StaleSql, find_stale_jobs, rescue_jobs
@@ -134,6 +149,9 @@ ROLES = {
     "VersionedJobs": 1,
     "JobProgressStore": 1,
     "JobLogStore": 1,
+    "UniqueWindows": 1,
+    "DebouncedJobs": 1,
+    "KeyRotationStore": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -183,6 +201,7 @@ class PostgresBackend:
         self._schedule_sql = schedules.ScheduleSql(options.schema)
         self._dependency_sql = dependencies.DependencySql(self._queries)
         self._limit_sql = limits.LimitSql(self._queries)
+        self._key_rotation_sql = key_rotation.KeyRotationSql(options.schema)
         # Built on first use: (queue kind, by name, excluding queues, version filter kind).
         self._claim_sql: dict[tuple[int | None, bool, bool, str | None], str] = {}
         self._pool: asyncpg.Pool | None = None
@@ -294,7 +313,7 @@ class PostgresBackend:
                     f"DROP TABLE IF EXISTS {schema}.soniq_jobs, {schema}.soniq_dead_letter_jobs, "
                     f"{schema}.soniq_workers, {schema}.soniq_migrations, {schema}.soniq_schedules, "
                     f"{schema}.soniq_leader, {schema}.soniq_job_dependencies, {schema}.soniq_rate_windows, "
-                    f"{schema}.soniq_paused_queues"
+                    f"{schema}.soniq_paused_queues, {schema}.soniq_unique_windows"
                 )
             else:
                 await connection.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
@@ -310,9 +329,9 @@ class PostgresBackend:
         payload = ",".join(queues)
         if len(payload) > 7000:  # NOTIFY payloads stop at 8000 bytes; empty means "any queue"
             payload = ""
-        # Only a dedup key needs INSERT ... ON CONFLICT; a producer id (every job of an app whose
-        # producer_id is "auto") is one more column of the plain INSERT or COPY.
-        keyed = any(job.dedup_key is not None for job in jobs)
+        # Only a dedup key or a unique window needs INSERT ... ON CONFLICT; a producer id (every job
+        # of an app whose producer_id is "auto") is one more column of the plain INSERT or COPY.
+        keyed = any(job.dedup_key is not None or job.unique_window is not None for job in jobs)
         waiting = any(job.depends_on for job in jobs)
         try:
             if connection is not None:
@@ -354,9 +373,9 @@ class PostgresBackend:
         )
 
     async def _insert_keyed(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> list[str]:
-        """One INSERT ... ON CONFLICT for jobs with dedup keys; the stored id of each job."""
-        rows = await conn.fetch(
-            self._queries.enqueue_keyed,
+        """One INSERT ... ON CONFLICT for jobs with dedup keys or unique windows (debounced ones
+        move the queued row holding their key); the stored id of each job."""
+        args = [
             *job_arrays(jobs),
             [job.dedup_key for job in jobs],
             [job.producer_id for job in jobs],
@@ -364,9 +383,22 @@ class PostgresBackend:
             payload,
             [job.limit_key for job in jobs],
             [job.version for job in jobs],
-        )
+            debounce_deadlines(jobs),
+        ]
+        if any(job.unique_window is not None for job in jobs):
+            # One row per window key too, naming who holds it: this job when it was inserted.
+            rows = await conn.fetch(self._queries.enqueue_windowed, *args, *window_arrays(jobs))
+        else:
+            rows = await conn.fetch(self._queries.enqueue_keyed, *args)
         by_key = {row["dedup_key"]: str(row["id"]) for row in rows if row["dedup_key"] is not None}
-        return [by_key[job.dedup_key] if job.dedup_key is not None else job.id for job in jobs]
+        by_window = {row["window_key"]: str(row["id"]) for row in rows if row.get("window_key") is not None}
+        ids: list[str] = []
+        for job in jobs:
+            if job.unique_window is not None:
+                ids.append(by_window[job.unique_window.key])
+            else:
+                ids.append(job.id if job.dedup_key is None else by_key[job.dedup_key])
+        return ids
 
     async def _insert(self, conn: Any, jobs: Sequence[NewJob], payload: str) -> None:
         """One statement for a few jobs; COPY plus one NOTIFY for many (the caller holds the transaction)."""
@@ -1047,6 +1079,16 @@ SELECT (SELECT count(*) FROM d) AS total,
     async def prune_dead_letters(self, params: PruneDeadLettersParams, /) -> int:
         async with self._connection() as conn:
             return await schedules.prune_dead_letters(conn, self._schedule_sql, params)
+
+    # -- key rotation ------------------------------------------------------
+
+    async def sealed_rows(self, params: SealedRowsParams, /) -> SealedRowPage:
+        async with self._connection() as conn:
+            return await key_rotation.sealed_rows(conn, self._key_rotation_sql, params)
+
+    async def reseal_row(self, params: ResealRowParams, /) -> bool:
+        async with self._connection() as conn:
+            return await key_rotation.reseal_row(conn, self._key_rotation_sql, params)
 
     # -- internals ---------------------------------------------------------
 

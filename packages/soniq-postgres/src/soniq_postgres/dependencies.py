@@ -29,8 +29,8 @@ import asyncpg
 from soniq.backend import DependencyPolicy, NewJob, rules
 from soniq.backend.rules import DependencyState
 from soniq.errors import UnknownDependencyError
-from soniq_postgres.queries import Queries
-from soniq_postgres.rows import job_arrays
+from soniq_postgres.queries import DEBOUNCE_MOVE, Queries
+from soniq_postgres.rows import debounce_deadlines, job_arrays, window_arrays
 
 CANCELLED = DependencyState.CANCELLED.value
 DEAD_LETTERED = DependencyState.DEAD_LETTERED.value
@@ -52,22 +52,27 @@ UPDATE {jobs} SET has_dependents = true
 WHERE id IN (SELECT id FROM {jobs} WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE)
 RETURNING id, status"""
         self.dead_ids = f"SELECT id FROM {dead} WHERE id = ANY($1::text[])"
+        # Unique windows are taken before anything else, so a job whose window is held is known
+        # (and left out) before the call is planned. $1 ids, $2 keys, $3 starts, $4 ends.
+        self.take_windows = q.take_windows
         # $1..$10 as enqueue_keyed, $11 status, $12 waiting_on, $13 last_error, $14 depends_on (JSON),
         # $15 policy, $16 limit_key, $17 has_dependents, $18 edge dependencies, $19 edge dependents,
-        # $20 wake channel, $21 payload, $22 versions. Edges are stored only for rows this call inserted.
+        # $20 wake channel, $21 payload, $22 versions, $23 debounce deadlines. Edges are stored only
+        # for rows this call inserted. A debounced job moves a debounced holder as in enqueue_keyed.
         self.insert = f"""
 WITH stored AS (
-    INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts, trace_context,
+    INSERT INTO {jobs} AS j (id, job_name, args, queue, priority, scheduled_at, max_attempts, trace_context,
                         dedup_key, producer_id, status, waiting_on, last_error, depends_on, dependency_policy,
-                        limit_key, has_dependents, version, attempts, created_at, updated_at)
+                        limit_key, has_dependents, version, debounce_deadline, attempts, created_at, updated_at)
     SELECT i, n, a::json, q, p, s, m, t::json, k, pr, st, w, e,
-           ARRAY(SELECT json_array_elements_text(d::json)), po, lk, hd, v, 0, clock_timestamp(), clock_timestamp()
+           ARRAY(SELECT json_array_elements_text(d::json)), po, lk, hd, v, dd, 0, clock_timestamp(),
+           clock_timestamp()
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::timestamptz[], $7::int[],
                 $8::text[], $9::text[], $10::text[], $11::text[], $12::int[], $13::text[], $14::text[],
-                $15::text[], $16::text[], $17::bool[], $22::int[])
-         AS r(i, n, a, q, p, s, m, t, k, pr, st, w, e, d, po, lk, hd, v)
+                $15::text[], $16::text[], $17::bool[], $22::int[], $23::timestamptz[])
+         AS r(i, n, a, q, p, s, m, t, k, pr, st, w, e, d, po, lk, hd, v, dd)
     ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL
-    DO UPDATE SET dedup_key = EXCLUDED.dedup_key
+    {DEBOUNCE_MOVE}
     RETURNING id, dedup_key
 ), linked AS (
     INSERT INTO {edges} (dependency_id, job_id)
@@ -201,13 +206,27 @@ async def _insert_with_dependencies(
     connection: asyncpg.Connection, sql: DependencySql, jobs: Sequence[NewJob], wake_channel: str, payload: str
 ) -> list[str]:
     async with connection.transaction():
-        position = {job.id: index for index, job in enumerate(jobs)}
-        # A dict as an ordered set: a call naming thousands of ids stays linear.
-        wanted: dict[str, None] = {}
-        for index, job in enumerate(jobs):
-            for dep in job.depends_on:
+        # A job whose unique window another job holds is not inserted: its id stands for the
+        # holder's, also as a dependency of a later job of the call.
+        held: dict[str, str] = {}
+        if any(job.unique_window is not None for job in jobs):
+            for row in await connection.fetch(sql.take_windows, [job.id for job in jobs], *window_arrays(jobs)):
+                held[row["key"]] = str(row["job_id"])
+        aliases = {
+            job.id: held[job.unique_window.key]
+            for job in jobs
+            if job.unique_window is not None and held[job.unique_window.key] != job.id
+        }
+        stored = [job for job in jobs if job.id not in aliases]
+        position = {job.id: index for index, job in enumerate(stored)}
+        # Each id to read, in order, with the id the job gave (for the error): a call naming
+        # thousands of ids stays linear.
+        wanted: dict[str, str] = {}
+        for index, job in enumerate(stored):
+            for given in job.depends_on:
+                dep = aliases.get(given, given)
                 if position.get(dep, index) >= index:
-                    wanted.setdefault(dep, None)
+                    wanted.setdefault(dep, given)
         external = list(wanted)
         ended: dict[str, DependencyState] = {}
         if external:
@@ -216,14 +235,15 @@ async def _insert_with_dependencies(
             rest = [dep for dep in external if dep not in ended]
             if rest:
                 dead = {row["id"] for row in await connection.fetch(sql.dead_ids, rest)}
-                missing = [dep for dep in rest if dep not in dead]
+                missing = [wanted[dep] for dep in rest if dep not in dead]
                 if missing:
                     raise UnknownDependencyError(missing)
                 ended.update(dict.fromkeys(dead, DependencyState.DEAD_LETTERED))
         plans: list[rules.InsertPlan] = []
         edges: list[tuple[str, str]] = []
-        for index, job in enumerate(jobs):
-            plan = rules.plan_insert(job.dependency_policy, [(dep, ended[dep]) for dep in job.depends_on])
+        for index, job in enumerate(stored):
+            resolved = [aliases.get(dep, dep) for dep in job.depends_on]
+            plan = rules.plan_insert(job.dependency_policy, [(dep, ended[dep]) for dep in resolved])
             plans.append(plan)
             edges.extend((dep, job.id) for dep in plan.pending)
             # A later job of the call reads this one as it is stored.
@@ -232,21 +252,25 @@ async def _insert_with_dependencies(
         depended = {dep for dep, _ in edges}
         rows = await connection.fetch(
             sql.insert,
-            *job_arrays(jobs),
-            [job.dedup_key for job in jobs],
-            [job.producer_id for job in jobs],
+            *job_arrays(stored),
+            [job.dedup_key for job in stored],
+            [job.producer_id for job in stored],
             [plan.status.value for plan in plans],
             [plan.waiting_on for plan in plans],
             [plan.last_error for plan in plans],
-            [json.dumps(list(job.depends_on)) for job in jobs],
-            [DependencyPolicy(job.dependency_policy).value for job in jobs],
-            [job.limit_key for job in jobs],
-            [job.id in depended for job in jobs],
+            [json.dumps(list(job.depends_on)) for job in stored],
+            [DependencyPolicy(job.dependency_policy).value for job in stored],
+            [job.limit_key for job in stored],
+            [job.id in depended for job in stored],
             [dep for dep, _ in edges],
             [job_id for _, job_id in edges],
             wake_channel,
             payload,
-            [job.version for job in jobs],
+            [job.version for job in stored],
+            debounce_deadlines(stored),
         )
     by_key = {row["dedup_key"]: str(row["id"]) for row in rows if row["dedup_key"] is not None}
-    return [by_key.get(job.dedup_key, job.id) if job.dedup_key is not None else job.id for job in jobs]
+    return [
+        aliases.get(job.id) or (by_key.get(job.dedup_key, job.id) if job.dedup_key is not None else job.id)
+        for job in jobs
+    ]

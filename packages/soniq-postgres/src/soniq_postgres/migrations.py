@@ -295,6 +295,27 @@ ALTER TABLE {schema}.soniq_jobs
 ALTER TABLE {schema}.soniq_dead_letter_jobs ADD COLUMN IF NOT EXISTS logs text;
 """,
     ),
+    # -- unique windows and debounced jobs -----------------------------------------
+    Migration(
+        10,
+        "unique windows and debounced jobs",
+        """
+-- The latest scheduled_at a debounced row may be moved to; NULL (every existing row) is not debounced.
+-- Nullable without a default: added in place.
+ALTER TABLE {schema}.soniq_jobs ADD COLUMN IF NOT EXISTS debounce_deadline timestamptz;
+-- One row per key a window holds: the job that took it and the window's bounds, from the producer's
+-- clock. Enqueue takes a key with INSERT ... ON CONFLICT on the primary key; a row is replaced only
+-- once its window has ended, and deleted by the prune once expired. No foreign key: the window
+-- outlives its job's row.
+CREATE TABLE IF NOT EXISTS {schema}.soniq_unique_windows (
+    key        text        PRIMARY KEY,
+    job_id     text        NOT NULL,
+    starts_at  timestamptz NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS soniq_unique_windows_expires_idx ON {schema}.soniq_unique_windows (expires_at);
+""",
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

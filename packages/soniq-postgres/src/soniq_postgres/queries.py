@@ -34,6 +34,15 @@ WORKER_COLUMNS = (
     "state, state_changed_at, last_shutdown::text AS last_shutdown, job_versions"
 )
 _CLAIM_ORDER = "priority, scheduled_at, created_at, id"
+_MOVES = "j.debounce_deadline IS NOT NULL AND EXCLUDED.debounce_deadline IS NOT NULL"
+DEBOUNCE_MOVE = f"""DO UPDATE SET
+        args = CASE WHEN {_MOVES} THEN EXCLUDED.args ELSE j.args END,
+        scheduled_at = CASE WHEN {_MOVES} THEN LEAST(EXCLUDED.scheduled_at, j.debounce_deadline)
+                            ELSE j.scheduled_at END,
+        updated_at = CASE WHEN {_MOVES} THEN now() ELSE j.updated_at END"""
+"""The conflict action of every keyed insert into `soniq_jobs AS j`: the holder of the key is
+written without a change, unless both it and the new job are debounced (`DebouncedJobs`); then
+it takes the new job's args and start, never past its own deadline."""
 _OWNED = "id = $1 AND status = 'processing' AND worker_id = $2"
 
 
@@ -90,24 +99,33 @@ WITH inserted AS (
 )
 SELECT (SELECT count(*) FROM inserted) AS inserted, pg_notify($9, $10)"""
         self.notify = "SELECT pg_notify($1, $2)"
-        # Jobs with a dedup key. A key a queued row holds hits the partial unique
-        # index and becomes a no-op update, whose RETURNING yields that row's id; racing producers
-        # wait on the index entry, so exactly one row is stored. $9 keys, $10 producers, $13 limit keys,
-        # $14 versions.
+        self.windows = f"{s}.soniq_unique_windows"
+        # Jobs with a dedup key. A key a queued row holds hits the partial unique index and becomes
+        # an update of that row, whose RETURNING yields its id; racing producers wait on the index
+        # entry, so exactly one row is stored. The update is a no-op unless both the holder and the
+        # new job are debounced: then it takes the new job's args and moves its start, never past
+        # the holder's deadline. $9 keys, $10 producers, $11 channel, $12 payload, $13 limit keys,
+        # $14 versions, $15 debounce deadlines.
         self.enqueue_keyed = f"""
 WITH stored AS (
-    INSERT INTO {jobs} (id, job_name, args, queue, priority, scheduled_at, max_attempts,
-                        trace_context, dedup_key, producer_id, limit_key, version, status, attempts, created_at,
-                        updated_at)
-    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, lk, v, 'queued', 0, clock_timestamp(), clock_timestamp()
-    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
-                $6::timestamptz[], $7::int[], $8::text[], $9::text[], $10::text[], $13::text[], $14::int[])
-         AS r(i, n, a, q, p, s, m, t, k, pr, lk, v)
-    ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL
-    DO UPDATE SET dedup_key = EXCLUDED.dedup_key
-    RETURNING id, dedup_key
+{self.keyed_insert()}
 )
 SELECT id, dedup_key, pg_notify($11, $12) FROM stored"""
+        # The same with unique windows ($16 window keys, $17 starts, $18 ends; NULL for a job
+        # without one): the window rows are taken first, and a window job is inserted only when its
+        # key now names it. One row per window key comes back with the id that holds it.
+        self.enqueue_windowed = f"""
+WITH taken AS (
+{self.take_windows_sql("$1", "$16", "$17", "$18")}
+), stored AS (
+{self.keyed_insert(window_keys="$16", taken="taken")}
+)
+SELECT id, dedup_key, NULL::text AS window_key, pg_notify($11, $12) AS woken FROM stored
+UNION ALL
+SELECT job_id, NULL, key, NULL FROM taken"""
+        # Windows alone (the dependencies path takes them before it plans): $1 job ids, $2 keys,
+        # $3 starts, $4 ends, NULL keys skipped.
+        self.take_windows = self.take_windows_sql("$1", "$2", "$3", "$4")
         # Terminal writes return `finished(...)`: the caller resolves the
         # dependents of rows with `has_dependents` in the same transaction. $2 is the changes channel.
         self.delete_job = f"""
@@ -296,6 +314,49 @@ WITH revived AS (
     RETURNING id, queue
 )
 SELECT id, pg_notify($4, queue) FROM inserted"""
+
+    def keyed_insert(self, *, window_keys: str | None = None, taken: str | None = None) -> str:
+        """The INSERT ... ON CONFLICT (dedup_key) of `enqueue_keyed` (parameters as described there).
+
+        With `window_keys` (text[], NULL for a job without a window) and the CTE `taken` (the
+        window rows as they stand after `take_windows_sql`), a window job is inserted only when
+        its key names it."""
+        window_column, window_alias, window_filter = "", "", ""
+        if window_keys is not None:
+            window_column, window_alias = f", {window_keys}::text[]", ", wk"
+            window_filter = f"\n    WHERE r.wk IS NULL OR r.i IN (SELECT job_id FROM {taken})"
+        return f"""    INSERT INTO {self.jobs} AS j (id, job_name, args, queue, priority, scheduled_at, max_attempts,
+                        trace_context, dedup_key, producer_id, limit_key, version, debounce_deadline, status,
+                        attempts, created_at, updated_at)
+    SELECT i, n, a::json, q, p, s, m, t::json, k, pr, lk, v, dd, 'queued', 0, clock_timestamp(), clock_timestamp()
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[],
+                $6::timestamptz[], $7::int[], $8::text[], $9::text[], $10::text[], $13::text[], $14::int[],
+                $15::timestamptz[]{window_column})
+         AS r(i, n, a, q, p, s, m, t, k, pr, lk, v, dd{window_alias}){window_filter}
+    ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL
+    {DEBOUNCE_MOVE}
+    RETURNING id, dedup_key"""
+
+    def take_windows_sql(self, ids: str, keys: str, starts: str, ends: str) -> str:
+        """Take the window of each job with a key (`ids`, `keys`, `starts`, `ends` name array
+        parameters); returns every key with the id of the job holding it afterwards.
+
+        The upsert always writes the row, so that RETURNING yields it: a window that still holds at
+        the new one's start keeps its holder and bounds, an expired one is replaced by the new job.
+        ON CONFLICT DO UPDATE reads the latest committed row, waiting for a producer that took the
+        key in a transaction not yet committed, so racing producers all get one id. Keys are taken
+        in order, so two calls with several keys never wait on each other in a cycle."""
+        held = "w.expires_at > EXCLUDED.starts_at"
+        return f"""    INSERT INTO {self.windows} AS w (key, job_id, starts_at, expires_at)
+    SELECT x.k, x.i, x.s, x.e
+    FROM unnest({ids}::text[], {keys}::text[], {starts}::timestamptz[], {ends}::timestamptz[]) AS x(i, k, s, e)
+    WHERE x.k IS NOT NULL
+    ORDER BY x.k
+    ON CONFLICT (key) DO UPDATE SET
+        job_id = CASE WHEN {held} THEN w.job_id ELSE EXCLUDED.job_id END,
+        starts_at = CASE WHEN {held} THEN w.starts_at ELSE EXCLUDED.starts_at END,
+        expires_at = CASE WHEN {held} THEN w.expires_at ELSE EXCLUDED.expires_at END
+    RETURNING w.key, w.job_id"""
 
     def dead_letter_insert(self, moved: str) -> str:
         """The one move into the dead-letter table, from the rows of the CTE `moved`.

@@ -177,3 +177,18 @@ def job_arrays(jobs: Sequence[NewJob]) -> list[list[Any]]:
         [job.max_attempts for job in jobs],
         [optional_json(job.trace_context) for job in jobs],
     ]
+
+
+def debounce_deadlines(jobs: Sequence[NewJob]) -> list[datetime | None]:
+    """Each job's `debounce_deadline` as a parameter (None: not debounced)."""
+    return [None if job.debounce_deadline is None else utc(job.debounce_deadline) for job in jobs]
+
+
+def window_arrays(jobs: Sequence[NewJob]) -> list[list[Any]]:
+    """Three parameters, one array each: every job's window key, start and end (None without one)."""
+    windows = [job.unique_window for job in jobs]
+    return [
+        [None if window is None else window.key for window in windows],
+        [None if window is None else utc(window.starts_at) for window in windows],
+        [None if window is None else utc(window.expires_at) for window in windows],
+    ]

@@ -8,6 +8,7 @@ The lease is one ``INSERT ... ON CONFLICT DO UPDATE ... WHERE`` judged by
 this server's ``now()``, so clock skew between hosts never yields two leaders.
 Pruning deletes the tuples picked by ``FOR UPDATE SKIP LOCKED`` through the
 partial index on ``expires_at``: it never waits on a row another transaction holds.
+Expired unique windows go in the same call, after the finished rows, and are not counted.
 """
 
 from __future__ import annotations
@@ -109,6 +110,17 @@ DELETE FROM {jobs} WHERE ctid = ANY(ARRAY(
     LIMIT $2
     FOR UPDATE SKIP LOCKED
 ))"""
+        # Windows that have ended (`expires_at` is from the producers' clocks; no window still holds
+        # at a start after it), walked through their index the same way. A `now` later than the
+        # server's never ends a window early: a window ends only when it has expired.
+        self.prune_windows = f"""
+DELETE FROM {s}.soniq_unique_windows WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM {s}.soniq_unique_windows
+    WHERE expires_at <= LEAST(COALESCE($1::timestamptz, now()), now())
+    ORDER BY expires_at
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+))"""
         self.prune_dead = f"""
 DELETE FROM {dead} WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM {dead}
@@ -197,8 +209,16 @@ async def release(conn: asyncpg.Connection, sql: ScheduleSql, params: ReleaseLea
 
 
 async def prune_jobs(conn: asyncpg.Connection, sql: ScheduleSql, params: PruneJobsParams) -> int:
+    """Finished rows first; expired unique windows take what is left of `limit`, so a call deletes
+    at most `limit` rows in all. Returns the job rows deleted only (`RetentionStore`: the caller
+    counts and logs them as job rows, and calls again while they fill `limit`; the call that ends
+    a pass, with fewer, is the one that has room for windows)."""
     now = None if params.now is None else utc(params.now)
-    return affected(await conn.execute(sql.prune_jobs, now, max(params.limit, 0)))
+    limit = max(params.limit, 0)
+    jobs = affected(await conn.execute(sql.prune_jobs, now, limit))
+    if jobs < limit:
+        await conn.execute(sql.prune_windows, now, limit - jobs)
+    return jobs
 
 
 async def prune_dead_letters(conn: asyncpg.Connection, sql: ScheduleSql, params: PruneDeadLettersParams) -> int:

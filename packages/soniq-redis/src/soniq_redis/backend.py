@@ -82,6 +82,7 @@ from soniq.backend import (
     Rescue,
     RescueAction,
     RescueJobsParams,
+    ResealRowParams,
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
@@ -91,11 +92,14 @@ from soniq.backend import (
     ScheduleRecord,
     SchemaReport,
     SchemaStatus,
+    SealedRowPage,
+    SealedRowsParams,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
     SnoozeJobParams,
     StaleScan,
+    UniqueWindow,
     UpsertScheduleParams,
     WaitForJobChangesParams,
     WaitForJobsParams,
@@ -106,7 +110,7 @@ from soniq.backend import (
 )
 from soniq.backend.event_loops import EventLoopBinding
 from soniq.errors import SoniqError
-from soniq_redis import reads, schedules
+from soniq_redis import key_rotation, reads, schedules
 from soniq_redis.cluster import check_mode
 from soniq_redis.connection import RedisTarget, translated_errors
 from soniq_redis.keys import KeySpace
@@ -139,6 +143,9 @@ ROLES = {
     "VersionedJobs": 1,
     "JobProgressStore": 1,
     "JobLogStore": 1,
+    "UniqueWindows": 1,
+    "DebouncedJobs": 1,
+    "KeyRotationStore": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -146,7 +153,8 @@ SCHEMA_VERSION = 1
 # Still 1 with the job fields `shutdown_nacks`, `version`, `steps`, `checkpoint`, `progress` and
 # `logs` (also on the dead-letter hash) and the `paused_queues` hash: a row written without them
 # reads as 0, 1, {}, None, None and no logs, so a keyspace written by an older soniq-redis needs
-# no upgrade step (and older workers may share it).
+# no upgrade step (and older workers may share it). Likewise the job field `debounce_deadline`
+# (absent: not debounced) and the `window:<key>` hashes (UniqueWindows; none before).
 # Ready-set members carry the priority in 16 fixed-width digits.
 PRIORITY_LIMIT = 10**15
 _SCAN_BATCH = 500
@@ -187,19 +195,42 @@ def _claim_filter_args(params: ClaimJobsParams) -> list[str | int]:
     return args
 
 
-def _protocol4_extras(job: NewJob) -> list[str | int]:
-    """`enqueue.lua`'s per-job extras: a count, then (only when any is set) policy, limit key and dependencies."""
+_EXTRAS = 10
+"""How many extras `enqueue.lua` reads before a job's dependency ids."""
+
+
+def _job_extras(job: NewJob) -> list[str | int]:
+    """`enqueue.lua`'s per-job extras: a count, then (only when any is set) policy, limit key,
+    dependencies as JSON, debounce deadline, unique window, and the dependency ids."""
     policy = DependencyPolicy(job.dependency_policy)
-    if policy is DependencyPolicy.CANCEL and job.limit_key is None and not job.depends_on:
+    window, deadline = job.unique_window, job.debounce_deadline
+    if (
+        policy is DependencyPolicy.CANCEL
+        and job.limit_key is None
+        and not job.depends_on
+        and window is None
+        and deadline is None
+    ):
         return [0]
     return [
-        4 + len(job.depends_on),
+        _EXTRAS + len(job.depends_on),
         policy.value,
         "0" if job.limit_key is None else "1",
         job.limit_key or "",
         dumps(list(job.depends_on)),
+        "" if deadline is None else to_micros(deadline),
+        *_window_args(window),
         *job.depends_on,
     ]
+
+
+def _window_args(window: UniqueWindow | None) -> list[str | int]:
+    """Has-window, key, starts_at and expires_at (microseconds), and the PEXPIREAT time in
+    milliseconds, rounded up so that the key outlives no part of the window."""
+    if window is None:
+        return ["0", "", "", "", ""]
+    expires_us = to_micros(window.expires_at)
+    return ["1", window.key, to_micros(window.starts_at), expires_us, -(-expires_us // 1000)]
 
 
 def _version(job: NewJob) -> int:
@@ -433,7 +464,7 @@ class RedisBackend:
                 job.dedup_key or "",
                 job.producer_id or "",
                 _version(job),
-                *_protocol4_extras(job),
+                *_job_extras(job),
             ]
         stored = await self._run("enqueue", *args)
         return [str(job_id) for job_id in stored]
@@ -540,6 +571,14 @@ class RedisBackend:
     async def get_job_logs(self, params: GetJobLogsParams, /) -> str | None:
         logs = await self._run("job_logs", params.job_id)
         return None if logs is None else str(logs)
+
+    # -- re-sealing stored sealed values (KeyRotationStore, soniq_redis.key_rotation) -------
+
+    async def sealed_rows(self, params: SealedRowsParams, /) -> SealedRowPage:
+        return await key_rotation.sealed_rows(self._run, params)
+
+    async def reseal_row(self, params: ResealRowParams, /) -> bool:
+        return await key_rotation.reseal_row(self._run, params)
 
     # -- workers -------------------------------------------------------------------
 

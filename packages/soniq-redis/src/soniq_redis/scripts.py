@@ -65,6 +65,9 @@ SCRIPT_NAMES: tuple[str, ...] = (
     "save_progress",
     "save_job_logs",
     "job_logs",
+    # -- re-sealing stored sealed values
+    "sealed_rows",
+    "reseal_row",
 )
 
 

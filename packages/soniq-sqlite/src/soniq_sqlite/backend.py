@@ -68,6 +68,7 @@ from soniq.backend import (
     RequestCancelParams,
     RescueAction,
     RescueJobsParams,
+    ResealRowParams,
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
@@ -77,6 +78,8 @@ from soniq.backend import (
     ScheduleRecord,
     SchemaReport,
     SchemaStatus,
+    SealedRowPage,
+    SealedRowsParams,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
@@ -91,7 +94,7 @@ from soniq.backend import (
 )
 from soniq.backend.options import parse_bool
 from soniq.errors import BackendUnavailableError, InvalidURLError, JobArgumentsError, SoniqError
-from soniq_sqlite import dependencies, limits, reads, schedules, transitions
+from soniq_sqlite import dependencies, key_rotation, keyed, limits, reads, schedules, transitions
 from soniq_sqlite.codec import (
     claim_order,
     dead_letter_from_row,
@@ -137,6 +140,9 @@ ROLES = {
     "VersionedJobs": 1,
     "JobProgressStore": 1,
     "JobLogStore": 1,
+    "UniqueWindows": 1,
+    "DebouncedJobs": 1,
+    "KeyRotationStore": 1,
 }
 """Every role this backend fills, with the version of each it implements."""
 
@@ -148,15 +154,6 @@ _INSERT_JOB = (
     "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
     "scheduled_at, created_at, updated_at, trace_context, limit_key, version) "
     "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-# A job with a dedup key: the upsert on the partial unique index `soniq_jobs_dedup` turns a key
-# a queued row already holds into a no-op update that returns that row's id.
-_UPSERT_KEYED_JOB = (
-    "INSERT INTO soniq_jobs (id, job_name, args, status, attempts, max_attempts, queue, priority, "
-    "scheduled_at, created_at, updated_at, trace_context, limit_key, version, dedup_key, producer_id) "
-    "VALUES (?, ?, ?, 'queued', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-    "ON CONFLICT (dedup_key) WHERE status = 'queued' AND dedup_key IS NOT NULL "
-    "DO UPDATE SET dedup_key = excluded.dedup_key RETURNING id"
 )
 _OWNED = "id = ? AND status = 'processing' AND worker_id = ?"
 _IN_OWNED = "status = 'processing' AND worker_id = ?"
@@ -296,14 +293,14 @@ class SQLiteBackend:
             stored, due = await self._insert_with_dependencies(rows, jobs)
             self._wakeups.notify(due)
             return stored
-        if any(job.dedup_key is not None or job.producer_id is not None for job in jobs):
-            keyed = [(*row, job.dedup_key, job.producer_id) for row, job in zip(rows, jobs, strict=True)]
+        if any(keyed.needs_keyed_insert(job) for job in jobs):
+            # Keys, windows and debounces: each check is the upsert it guards (soniq_sqlite.keyed).
 
-            async def insert_each(conn: aiosqlite.Connection) -> list[str]:
-                return await insert_keyed(conn, keyed)
+            def insert_each(raw: sqlite3.Connection) -> tuple[list[str], set[str]]:
+                return keyed.insert_keyed(raw, rows, jobs)
 
-            stored = await self._db.transaction(insert_each)
-            self._wakeups.notify(due)
+            stored, moved = await self._db.transaction_raw(insert_each)
+            self._wakeups.notify(due | moved)
             return stored
         if len(rows) == 1:
             await self._db.execute(_INSERT_JOB, rows[0])
@@ -766,6 +763,16 @@ class SQLiteBackend:
         )
         return None if not rows or rows[0][0] is None else str(rows[0][0])
 
+    # -- sealed values (KeyRotationStore, soniq_sqlite.key_rotation) ----------
+
+    async def sealed_rows(self, params: SealedRowsParams, /) -> SealedRowPage:
+        await self.connect()
+        return await key_rotation.sealed_rows(self._db, params)
+
+    async def reseal_row(self, params: ResealRowParams, /) -> bool:
+        await self.connect()
+        return await key_rotation.reseal_row(self._db, params)
+
     # -- stale recovery ------------------------------------------------------
 
     async def find_stale_jobs(self, params: FindStaleJobsParams, /) -> StaleScan:
@@ -1141,15 +1148,6 @@ def _request_cancel(raw: sqlite3.Connection, job_id: str, now: int) -> tuple[Can
     return CancelOutcome.ALREADY_FINISHED, Fallout()
 
 
-async def insert_keyed(conn: aiosqlite.Connection, keyed: Sequence[tuple[Any, ...]]) -> list[str]:
-    """`_UPSERT_KEYED_JOB` for each row, inside the caller's transaction; the stored id of each."""
-    stored: list[str] = []
-    for values in keyed:
-        returned = list(await conn.execute_fetchall(_UPSERT_KEYED_JOB, values))
-        stored.append(str(returned[0][0]))
-    return stored
-
-
 SCHEMA_STEP_NAMES = {
     1: "initial",
     2: "worker_job_names",
@@ -1159,6 +1157,7 @@ SCHEMA_STEP_NAMES = {
     6: "dependencies, fleet-wide limits, cancel requests",
     7: "queue pauses, job steps and checkpoints, job versions, shutdown nacks",
     8: "job progress and job logs",
+    9: "unique windows and debounced jobs",
 }
 """What each `PRAGMA user_version` step added (see soniq_sqlite.schema), for ``soniq migrate-status``."""
 

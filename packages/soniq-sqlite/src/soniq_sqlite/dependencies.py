@@ -21,6 +21,7 @@ from typing import Any
 from soniq.backend import DependencyPolicy, JobStatus, NewJob, rules
 from soniq.backend.rules import DependencyState
 from soniq.errors import UnknownDependencyError
+from soniq_sqlite import keyed
 
 CANCELLED = DependencyState.CANCELLED.value
 DEAD_LETTERED = DependencyState.DEAD_LETTERED.value
@@ -139,6 +140,14 @@ def insert_with_dependencies(
     stored: list[str] = []
     due: set[str] = set()
     for row, job, depends_json in zip(rows, jobs, depends_on_json, strict=True):
+        if job.unique_window is not None or job.debounce_deadline is not None:
+            # Never sent with depends_on: a window or a debounce of the call is a keyed insert.
+            stored_id, is_due = keyed.insert_one(raw, row, job)
+            stored_as[str(row[0])] = stored_id
+            stored.append(stored_id)
+            if is_due:
+                due.add(str(row[4]))
+            continue
         wanted = list(dict.fromkeys(job.depends_on))
         # A dependency on a deduplicated job of this call is a dependency on the row that holds its key.
         targets = [stored_as.get(dep, dep) for dep in wanted]

@@ -27,6 +27,7 @@ from soniq.backend import (
     UpsertScheduleParams,
     decode_args,
 )
+from soniq_sqlite import keyed
 from soniq_sqlite.codec import dump_json, from_us, from_us_or_none, now_us, to_us
 from soniq_sqlite.connection import Database
 
@@ -220,8 +221,13 @@ async def current_lease(db: Database, name: str) -> LeaseRecord | None:
 
 
 async def prune_jobs(db: Database, params: PruneJobsParams) -> int:
-    now = now_us() if params.now is None else to_us(params.now)
-    return await db.execute(_PRUNE_JOBS, (now, max(params.limit, 0)))
+    clock = now_us()
+    now = clock if params.now is None else to_us(params.now)
+    pruned = await db.execute(_PRUNE_JOBS, (now, max(params.limit, 0)))
+    # Ended unique windows go in the same sweep, bounded alike and not counted as jobs. Never
+    # past the store's clock: a `now` given for the rows must not end a window that still holds.
+    await db.execute(keyed.PRUNE_WINDOWS, (min(now, clock), max(params.limit, 0)))
+    return pruned
 
 
 async def prune_dead_letters(db: Database, params: PruneDeadLettersParams) -> int:

@@ -21,13 +21,15 @@ Version history:
       soniq-django's insert) read as version 1, no steps, no checkpoint, no shutdown nacks.
   8 - soniq_jobs.progress and logs, soniq_dead_letter_jobs.logs (JobProgressStore, JobLogStore):
       nullable TEXT, so rows written before read as no progress and no logs.
+  9 - soniq_jobs.debounce_deadline (DebouncedJobs; nullable, so rows written before are not
+      debounced) and the table soniq_unique_windows with its expiry index (UniqueWindows).
 A future version adds a step to `MIGRATIONS`; `setup()` runs every step above
 the file's `user_version` in one write transaction.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 JOB_STATUSES = ("queued", "processing", "done", "cancelled")
 WORKER_STATUSES = ("active", "stopping", "stopped")
@@ -269,6 +271,23 @@ _VERSION_8 = (
     "ALTER TABLE soniq_dead_letter_jobs ADD COLUMN logs TEXT",
 )
 
+_VERSION_9 = (
+    # The latest scheduled_at a debounced row may get (microseconds); NULL: not debounced, so a
+    # repeat enqueue with the row's dedup key leaves it as it is.
+    "ALTER TABLE soniq_jobs ADD COLUMN debounce_deadline INTEGER",
+    # One row per held key: the job that took it and when its window ends. The primary key makes
+    # the check and the take one upsert; a row whose window ended is replaced by the next take.
+    """
+    CREATE TABLE IF NOT EXISTS soniq_unique_windows (
+        key        TEXT PRIMARY KEY NOT NULL,
+        job_id     TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) WITHOUT ROWID
+    """,
+    # The retention prune deletes ended windows, oldest first, from this index.
+    "CREATE INDEX IF NOT EXISTS soniq_unique_windows_expires ON soniq_unique_windows (expires_at)",
+)
+
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: _VERSION_1,
     2: _VERSION_2,
@@ -278,6 +297,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
     6: _VERSION_6,
     7: _VERSION_7,
     8: _VERSION_8,
+    9: _VERSION_9,
 }
 """Statements that bring a file from version ``n - 1`` to ``n``."""
 
@@ -290,6 +310,7 @@ TABLES = (
     "soniq_job_dependencies",
     "soniq_rate_windows",
     "soniq_paused_queues",
+    "soniq_unique_windows",
 )
 
 CLAIM_INDEX_BY_QUEUE = "soniq_jobs_claimable_by_queue"

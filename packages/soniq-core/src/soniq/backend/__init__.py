@@ -20,6 +20,9 @@ backend). Each role lives in its own module with the guarantees its methods make
   (no method of its own).
 - `job_progress_store.JobProgressStore`: how far a running job has got.
 - `job_log_store.JobLogStore`: the log records a job's handler wrote, kept with the job.
+- `unique_windows.UniqueWindows`: at most one job per key per window (no method of its own).
+- `debounced_jobs.DebouncedJobs`: a repeat enqueue moves the queued job (no method of its own).
+- `key_rotation_store.KeyRotationStore`: finding rows with sealed values and re-sealing them.
 
 `rules` holds the pure rules a backend applies rather than decides (the dependency cascade,
 limit groups and windows), so that every backend writes the same values. Beside the roles this
@@ -41,10 +44,18 @@ from typing import Protocol, runtime_checkable
 from soniq.backend.cancel_channel import CancelChannel
 from soniq.backend.capabilities import BackendCapabilities
 from soniq.backend.dead_letter_store import DeadLetterStore
+from soniq.backend.debounced_jobs import DebouncedJobs
 from soniq.backend.dependency_store import DependencyStore
 from soniq.backend.job_log_store import JobLogStore
 from soniq.backend.job_progress_store import JobProgressStore
 from soniq.backend.job_step_store import JobStepStore
+from soniq.backend.key_rotation_store import (
+    SEALED_MARKS,
+    KeyRotationStore,
+    holds_sealed,
+    parse_sealed_cursor,
+    sealed_cursor,
+)
 from soniq.backend.limit_store import LimitStore
 from soniq.backend.operator_reads import OperatorReads
 from soniq.backend.queue_pause_store import QueuePauseStore
@@ -53,6 +64,7 @@ from soniq.backend.retention_store import RetentionStore
 from soniq.backend.roles import ROLES, Role, check_backend, declared_roles, has_role, require_role
 from soniq.backend.schedule_store import ScheduleStore
 from soniq.backend.schema_admin import SchemaAdmin
+from soniq.backend.unique_windows import UniqueWindows
 from soniq.backend.versioned_jobs import VersionedJobs
 from soniq.decoding import decode_args, decode_json, join_problems
 from soniq.dedup import unique_key
@@ -117,12 +129,14 @@ from soniq.params import (
     Rescue,
     RescueAction,
     RescueJobsParams,
+    ResealRowParams,
     ResumeQueueParams,
     RetryJobParams,
     SaveCheckpointParams,
     SaveJobLogsParams,
     SaveProgressParams,
     SaveStepParams,
+    SealedRowsParams,
     SetSchedulePausedParams,
     SetupSchemaParams,
     SetWorkerStatusParams,
@@ -154,8 +168,11 @@ from soniq.records import (
     ScheduleRecord,
     SchemaReport,
     SchemaStatus,
+    SealedRow,
+    SealedRowPage,
     StaleJobPolicy,
     StaleScan,
+    UniqueWindow,
     WorkerInfo,
     WorkerRecord,
     WorkerStatus,
@@ -181,6 +198,9 @@ class Backend(
     VersionedJobs,
     JobProgressStore,
     JobLogStore,
+    UniqueWindows,
+    DebouncedJobs,
+    KeyRotationStore,
     Protocol,
 ):
     """A backend that fills every role this soniq-core knows, as the bundled ones do."""
@@ -189,6 +209,7 @@ class Backend(
 __all__ = [
     "QUEUE_STATS_KEYS",
     "ROLES",
+    "SEALED_MARKS",
     "AcquireLeaseParams",
     "ActivityBucket",
     "Backend",
@@ -208,6 +229,7 @@ __all__ = [
     "DeadLetterStats",
     "DeadLetterStatsParams",
     "DeadLetterStore",
+    "DebouncedJobs",
     "DeleteDeadLettersParams",
     "DeleteJobParams",
     "DependencyPolicy",
@@ -236,6 +258,7 @@ __all__ = [
     "JobResult",
     "JobStatus",
     "JobStepStore",
+    "KeyRotationStore",
     "LeaseRecord",
     "LimitScope",
     "LimitStore",
@@ -266,6 +289,7 @@ __all__ = [
     "Rescue",
     "RescueAction",
     "RescueJobsParams",
+    "ResealRowParams",
     "ResumeQueueParams",
     "RetentionStore",
     "RetryJobParams",
@@ -280,12 +304,17 @@ __all__ = [
     "SchemaFamily",
     "SchemaReport",
     "SchemaStatus",
+    "SealedRow",
+    "SealedRowPage",
+    "SealedRowsParams",
     "SetSchedulePausedParams",
     "SetWorkerStatusParams",
     "SetupSchemaParams",
     "SnoozeJobParams",
     "StaleJobPolicy",
     "StaleScan",
+    "UniqueWindow",
+    "UniqueWindows",
     "UpsertScheduleParams",
     "VersionedJobs",
     "WaitForJobChangesParams",
@@ -307,15 +336,18 @@ __all__ = [
     "decode_args",
     "decode_json",
     "has_role",
+    "holds_sealed",
     "installed_schemes",
     "job_cursor",
     "job_matches",
     "join_problems",
     "lost_worker_error",
+    "parse_sealed_cursor",
     "redact_text",
     "redact_url",
     "register_backend",
     "require_role",
+    "sealed_cursor",
     "sweep_stale_workers",
     "unique_key",
 ]

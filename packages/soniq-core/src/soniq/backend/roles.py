@@ -10,10 +10,12 @@ from typing import Any, TypeVar, cast
 from soniq.backend import (
     cancel_channel,
     dead_letter_store,
+    debounced_jobs,
     dependency_store,
     job_log_store,
     job_progress_store,
     job_step_store,
+    key_rotation_store,
     limit_store,
     operator_reads,
     queue_pause_store,
@@ -21,6 +23,7 @@ from soniq.backend import (
     retention_store,
     schedule_store,
     schema_admin,
+    unique_windows,
     versioned_jobs,
 )
 from soniq.errors import BackendProtocolError, MissingBackendRoleError
@@ -68,6 +71,9 @@ ROLES: dict[str, Role] = {
         Role(versioned_jobs.VersionedJobs, versioned_jobs.VERSION),
         Role(job_progress_store.JobProgressStore, job_progress_store.VERSION),
         Role(job_log_store.JobLogStore, job_log_store.VERSION),
+        Role(unique_windows.UniqueWindows, unique_windows.VERSION),
+        Role(debounced_jobs.DebouncedJobs, debounced_jobs.VERSION),
+        Role(key_rotation_store.KeyRotationStore, key_rotation_store.VERSION),
     )
 }
 """Every role this soniq-core knows, by name, the required `QueueStore` first."""

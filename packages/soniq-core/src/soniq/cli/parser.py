@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from soniq.cli import dead_letter, inspect, jobs, migrate_status, plugins, queues, scheduler, worker
+from soniq.cli import dead_letter, inspect, jobs, keys, migrate_status, plugins, queues, scheduler, worker
 from soniq.cli.argparser import Register, SoniqArgumentParser
 from soniq.cli.plugins import version_text
 from soniq.commands import add_plugin_commands
@@ -111,6 +111,7 @@ def command_registrars() -> list[Register]:
         migrate_status.register,
         dead_letter.register,
         queues.register,
+        keys.register,
         plugins.register,
     ]
 

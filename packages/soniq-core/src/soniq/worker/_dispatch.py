@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from soniq.backend import VersionedJobs, has_role
 from soniq.bus import run_deferred
+from soniq.encryption import EncryptionUnavailableError, UndecryptableError, cipher_for, is_envelope
 from soniq.errors import BackendUnavailableError
 from soniq.observers import job_end_event, job_start_event, nack_event
 from soniq.outcomes import HandlerKind, JobOutcome
@@ -135,7 +136,8 @@ class Dispatcher:
             max_result_bytes=settings.max_result_bytes,
             snooze_max_seconds=settings.snooze_max_seconds,
         )
-        self._job_names = tuple(self._registry.names())
+        self._job_names = tuple(self._registry.runnable_names())
+        self._seal_all = settings.encrypt_all
         self._async_names = tuple(name for name in self._job_names if self._is_async(name))
         self._sync_claims_paused = False
         self._limited_claim_error: str | None = None
@@ -427,8 +429,13 @@ class Dispatcher:
         try:
             if self._bus.defers:
                 await run_deferred()  # async before_job hooks finish before the handler
-            if definition.plain and not self._middleware:
-                outcome: Outcome = await call(run, run.job.args, timeout)
+            refused = (
+                self._open_sealed(run) if self._seal_all or definition.encrypted or is_envelope(run.job.args) else None
+            )
+            if refused is not None:
+                outcome: Outcome = refused
+            elif definition.plain and not self._middleware:
+                outcome = await call(run, run.job.args, timeout)
             else:  # args_model, JobContext, middleware
                 worker_id, middleware = self._worker_id, self._middleware
                 outcome = await self._executor.call(run, timeout, worker_id=worker_id, middleware=middleware)
@@ -459,6 +466,21 @@ class Dispatcher:
         self._job_end(run, settled, None if run.cancel_reached else outcome.error)
         if self._bus.defers:
             await run_deferred()  # async after_job / on_error hooks
+
+    def _open_sealed(self, run: JobRun) -> Outcome | None:
+        """Give `run` its cipher and open its sealed arguments; the outcome that ends the run when
+        no configured key opens them (reason ``undecryptable``), else None."""
+        try:
+            cipher = cipher_for(self._settings.encryption_keys)
+            if is_envelope(run.job.args):
+                args = cipher.open(run.job.args)
+                if not isinstance(args, dict):
+                    raise UndecryptableError(f"the sealed arguments hold a {type(args).__name__}, not an object")
+                run.job = replace(run.job, args=args)
+        except (UndecryptableError, EncryptionUnavailableError) as exc:
+            return Outcome(ok=False, error=UndecryptableError(f"job {run.job.id} ({run.job.job_name}): {exc}"))
+        run.cipher = cipher
+        return None
 
     def _job_end(self, run: JobRun, settled: Settled, error: BaseException | None = None) -> None:
         if settled.outcome is JobOutcome.UNWRITTEN:

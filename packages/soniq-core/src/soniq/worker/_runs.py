@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+from soniq.encryption import Cipher
 from soniq.outcomes import HandlerKind, JobOutcome
 from soniq.records import JobRecord
 from soniq.registry import JobDefinition
@@ -38,6 +39,9 @@ class JobRun:
     """The handler was called (the async coroutine created, or the thread submitted): a nack at
     shutdown then counts toward the row's `shutdown_nacks`."""
     holds_slot: bool = False
+    cipher: Cipher | None = None
+    """Set for a job whose values are sealed (`soniq.encryption`): its arguments were opened with it,
+    and its result and progress message are sealed with it."""
     timeout: float | None = None
     """The job's deadline in seconds (its own `timeout`, else `job_timeout`); None: none."""
     overran: bool = False

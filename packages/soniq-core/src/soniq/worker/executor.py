@@ -165,6 +165,7 @@ class Executor:
             worker_id=worker_id,
             log_max_bytes=self._job_log_max_bytes,
             on_progress=None if on_progress is None else functools.partial(on_progress, run),
+            seal_text=None if run.cipher is None else run.cipher.seal_text,
         )
         context = JobContext(
             job_id=job.id,

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from soniq.backend import QueueStore
+from soniq.batches import BATCH_JOB
 from soniq.bus import ObservationBus
 from soniq.observers import RecoveryEvent
 from soniq.params import ExpireUnknownJobsParams, HeartbeatParams, RegisterWorkerParams
@@ -85,7 +86,8 @@ async def expire_unknown_once(
     ]
     if not live or any(w.job_names is None for w in live):
         return set()
-    known = sorted({name for w in live for name in w.job_names or ()})
+    # Core's own jobs (a batch's finisher) run on every worker that runs any job: always known.
+    known = sorted({name for w in live for name in w.job_names or ()} | {BATCH_JOB})
     error = (
         f"no live worker has registered this job's name for {older_than:g}s (setting 'unknown_job_timeout'); "
         f"live workers know: {', '.join(known) or 'none'}. Deploy a worker with its code, then replay the job"

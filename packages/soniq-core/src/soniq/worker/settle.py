@@ -179,6 +179,8 @@ class Settler:
         if outcome.ok:
             try:
                 result = check_result(outcome.result, max_bytes=self._max_result_bytes)
+                if run.cipher is not None:  # an encrypted job: the store keeps only the sealed result
+                    result = run.cipher.seal(result)
             except ResultError as exc:
                 outcome = Outcome(ok=False, error=exc)
             else:
